@@ -1,0 +1,140 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Byte searches over raw buffers. The hot paths of the parsers go through these so
+/// that the C library's vectorised `memchr`/`memmem` do the scanning, not Swift loops.
+enum ByteSearch {
+    /// Index of the first `byte` in `buffer[from...]`, or nil.
+    @inline(__always)
+    static func first(_ byte: UInt8, in buffer: UnsafeRawBufferPointer, from: Int) -> Int? {
+        guard from < buffer.count, let base = buffer.baseAddress else { return nil }
+        guard let hit = memchr(base + from, Int32(byte), buffer.count - from) else { return nil }
+        return base.distance(to: UnsafeRawPointer(hit))
+    }
+
+    /// Index of the first occurrence of `needle` in `buffer[from...]`, or nil.
+    @inline(__always)
+    static func first(
+        _ needle: UnsafeRawBufferPointer, in buffer: UnsafeRawBufferPointer, from: Int
+    ) -> Int? {
+        guard from < buffer.count, let base = buffer.baseAddress,
+              let needleBase = needle.baseAddress, needle.count > 0 else { return nil }
+        guard let hit = memmem(base + from, buffer.count - from, needleBase, needle.count) else {
+            return nil
+        }
+        return base.distance(to: UnsafeRawPointer(hit))
+    }
+
+    #if canImport(Glibc)
+    // Glibc declares memmem only under _GNU_SOURCE, which Swift's Glibc module does not
+    // set, and a package cannot set it without unsafe flags. So look the symbol up once;
+    // should that fail (a static binary), fall back to memchr + memcmp.
+    private typealias Memmem = @convention(c) (
+        UnsafeRawPointer?, Int, UnsafeRawPointer?, Int
+    ) -> UnsafeMutableRawPointer?
+
+    private static let libcMemmem: Memmem? = dlsym(nil, "memmem").map { unsafeBitCast($0, to: Memmem.self) }
+
+    private static func memmem(
+        _ haystack: UnsafeRawPointer, _ haystackCount: Int, _ needle: UnsafeRawPointer, _ needleCount: Int
+    ) -> UnsafeMutableRawPointer? {
+        if let libcMemmem { return libcMemmem(haystack, haystackCount, needle, needleCount) }
+        let first = Int32(needle.load(as: UInt8.self))
+        var start = haystack
+        let end = haystack + haystackCount
+        while end - start >= needleCount,
+              let hit = memchr(start, first, end - start - needleCount + 1) {
+            if memcmp(hit, needle, needleCount) == 0 { return hit }
+            start = UnsafeRawPointer(hit) + 1
+        }
+        return nil
+    }
+    #endif
+
+    /// Whether `buffer[at ..< at + pattern.count]` equals `pattern` (false when it runs past the end).
+    @inline(__always)
+    static func matches(
+        _ pattern: UnsafeRawBufferPointer, in buffer: UnsafeRawBufferPointer, at: Int
+    ) -> Bool {
+        guard at >= 0, at + pattern.count <= buffer.count else { return false }
+        if pattern.isEmpty { return true }
+        return memcmp(buffer.baseAddress! + at, pattern.baseAddress!, pattern.count) == 0
+    }
+}
+
+/// ASCII helpers shared by the header parsers (RFC 9110 §5.6).
+enum ASCII {
+    static let cr: UInt8 = 0x0D
+    static let lf: UInt8 = 0x0A
+    static let space: UInt8 = 0x20
+    static let tab: UInt8 = 0x09
+    static let dash: UInt8 = 0x2D
+    static let quote: UInt8 = 0x22
+    static let backslash: UInt8 = 0x5C
+    static let semicolon: UInt8 = 0x3B
+    static let comma: UInt8 = 0x2C
+    static let equals: UInt8 = 0x3D
+    static let colon: UInt8 = 0x3A
+
+    @inline(__always) static func isWhitespace(_ b: UInt8) -> Bool { b == space || b == tab }
+    @inline(__always) static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+
+    /// RFC 9110 §5.6.2 `tchar`.
+    static func isTokenChar(_ b: UInt8) -> Bool { tokenTable[Int(b)] }
+
+    private static let tokenTable: [Bool] = (0..<256).map { value in
+        let b = UInt8(value)
+        switch b {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(b)
+        }
+    }
+
+    @inline(__always) static func lower(_ b: UInt8) -> UInt8 {
+        (b >= 0x41 && b <= 0x5A) ? b | 0x20 : b
+    }
+
+    /// Case-insensitive comparison of ASCII text; other bytes must match exactly.
+    static func equalsIgnoringCase<A: Collection, B: Collection>(_ a: A, _ b: B) -> Bool
+    where A.Element == UInt8, B.Element == UInt8 {
+        guard a.count == b.count else { return false }
+        return zip(a, b).allSatisfy { lower($0) == lower($1) }
+    }
+
+    static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
+        equalsIgnoringCase(a.utf8, b.utf8)
+    }
+
+    static func lowercased(_ s: String) -> String {
+        String(decoding: s.utf8.map(lower), as: UTF8.self)
+    }
+
+    /// `bytes` with leading and trailing spaces and tabs removed.
+    static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var slice = bytes
+        while let first = slice.first, isWhitespace(first) { slice.removeFirst() }
+        while let last = slice.last, isWhitespace(last) { slice.removeLast() }
+        return slice
+    }
+
+    static func trimmed(_ s: Substring) -> Substring {
+        var slice = s
+        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
+        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
+        return slice
+    }
+}
+
+/// Text from header bytes: UTF-8 when it is valid, otherwise ISO-8859-1, byte for byte,
+/// so that no byte a client sent is lost or replaced.
+func headerText<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+    if let utf8 = String(validating: bytes, as: UTF8.self) { return utf8 }
+    var text = String()
+    text.unicodeScalars.append(contentsOf: bytes.map { Unicode.Scalar($0) })
+    return text
+}

@@ -1,0 +1,446 @@
+/// Limits that bound the memory and work one multipart body may cost.
+public struct MultipartLimits: Equatable, Sendable {
+    /// Bytes of one part's header section, line ends and the closing empty line included.
+    public var maxHeaderBytes: Int
+    /// Parts in one body.
+    public var maxParts: Int
+    /// Bytes of all text fields together (file parts do not count; see `FormDataParser`).
+    public var maxFieldBytes: Int
+
+    public static let defaultMaxHeaderBytes = 16 * 1024
+    public static let defaultMaxParts = 1_000
+    public static let defaultMaxFieldBytes = 1 << 20
+
+    public init(
+        maxHeaderBytes: Int = defaultMaxHeaderBytes,
+        maxParts: Int = defaultMaxParts,
+        maxFieldBytes: Int = defaultMaxFieldBytes
+    ) {
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxParts = maxParts
+        self.maxFieldBytes = maxFieldBytes
+    }
+}
+
+/// A part as it begins: its headers, its number (1-based) and where its header section
+/// starts in the body.
+public struct MultipartPart: Equatable, Sendable {
+    public var headers: MultipartHeaders
+    public var number: Int
+    public var offset: Int
+}
+
+/// What the parser reports while it reads a body.
+public enum MultipartEvent {
+    case partBegin(MultipartPart)
+    /// Bytes of the current part's content. The buffer is a slice of the chunk being fed
+    /// (or, for a few bytes held back at a chunk's end, of the parser's own storage) and is
+    /// valid only during the call.
+    case partData(UnsafeRawBufferPointer)
+    case partEnd
+    /// The close delimiter was read; anything after it is the epilogue and is ignored.
+    case end
+}
+
+/// A streaming, push-fed parser of multipart bodies (RFC 2046 §5.1, RFC 7578).
+///
+/// Feed it chunks of any size; it calls the handler with events as soon as it can tell
+/// them. Memory stays bounded by `limits.maxHeaderBytes` plus the boundary's length,
+/// whatever the size of the body or of its parts.
+///
+/// - The preamble and the epilogue are ignored; transport padding (spaces, tabs) after a
+///   delimiter is accepted; `--boundary--` ends the body.
+/// - Line ends: the first delimiter line decides, as in Go's `mime/multipart`: if it ends
+///   in a bare LF, the body's delimiters are `LF--boundary`, otherwise `CRLF--boundary`.
+///   Header lines may end in CRLF or LF either way.
+/// - `--boundary` followed by a character other than `-`, space, tab, CR or LF is not a
+///   delimiter but data (Go does the same), so a boundary that is a prefix of a longer
+///   string in the data does not split a part.
+/// - Header lines starting with a space or tab continue the previous value (obsolete line
+///   folding, joined with one space).
+///
+/// After it throws, the parser must not be fed again.
+public struct MultipartParser {
+    public let boundary: MultipartBoundary
+    public let limits: MultipartLimits
+    /// Bytes of the body fed so far.
+    public private(set) var bytesConsumed = 0
+    /// Parts begun so far.
+    public private(set) var partCount = 0
+    /// Whether the close delimiter has been read.
+    public var isComplete: Bool { if case .epilogue = state { return true } else { return false } }
+
+    private enum State {
+        case preamble
+        case afterDelimiter(DelimiterTail)
+        case headers
+        case data
+        case epilogue
+        case failed
+    }
+
+    /// Progress through what follows `--boundary` on its line.
+    private enum DelimiterTail {
+        case start, oneDash, padding, carriageReturn
+    }
+
+    private var state = State.preamble
+    /// The pattern being searched: `LF--boundary` until the first delimiter line has told
+    /// the line ends, then `CRLF--boundary` or `LF--boundary`.
+    private var delimiter: [UInt8]
+    private var sawFirstDelimiter = false
+    private var inPart = false
+    /// Bytes held between chunks: a possible delimiter prefix, or a partial header section.
+    private var carry: [UInt8] = []
+    private var headerLineStart = 0
+    private var headerScanned = 0
+    private var partOffset = 0
+    private var firstBytes: [UInt8] = []
+
+    private static let firstBytesKept = 72
+
+    public init(boundary: MultipartBoundary, limits: MultipartLimits = MultipartLimits()) {
+        self.boundary = boundary
+        self.limits = limits
+        delimiter = [ASCII.lf, ASCII.dash, ASCII.dash] + Array(boundary.value.utf8)
+        // The body's start counts as a line start: pretend a LF came before it.
+        carry = [ASCII.lf]
+        carry.reserveCapacity(max(delimiter.count + 1, 256))
+    }
+
+    /// Parses the next chunk of the body.
+    public mutating func feed(
+        _ chunk: UnsafeRawBufferPointer, _ handler: (MultipartEvent) throws -> Void
+    ) throws {
+        if case .failed = state { throw failure(.truncated(.data), offset: bytesConsumed) }
+        if case .preamble = state, firstBytes.count < Self.firstBytesKept {
+            firstBytes.append(contentsOf: chunk.prefix(Self.firstBytesKept - firstBytes.count))
+        }
+        var position = 0
+        do {
+            while position < chunk.count {
+                switch state {
+                case .preamble, .data:
+                    position = try scan(chunk, from: position, handler)
+                case .afterDelimiter(let tail):
+                    position = try readDelimiterTail(tail, chunk, from: position, handler)
+                case .headers:
+                    position = try readHeaders(chunk, from: position, handler)
+                case .epilogue:
+                    position = chunk.count
+                case .failed:
+                    preconditionFailure("unreachable: a failed parser throws before this")
+                }
+            }
+        } catch {
+            state = .failed
+            throw error
+        }
+        bytesConsumed += chunk.count
+    }
+
+    /// Parses the next chunk of the body.
+    public mutating func feed(_ chunk: [UInt8], _ handler: (MultipartEvent) throws -> Void) throws {
+        try chunk.withUnsafeBytes { try feed($0, handler) }
+    }
+
+    /// Declares the end of the body: throws unless the close delimiter was read.
+    public mutating func finish() throws {
+        switch state {
+        case .epilogue:
+            return
+        case .preamble:
+            state = .failed
+            let line = firstBytes.prefix { $0 != ASCII.cr && $0 != ASCII.lf }
+            throw failure(.noDelimiter(firstLine: headerText(line)), offset: bytesConsumed)
+        case .afterDelimiter:
+            state = .failed
+            throw failure(.truncated(.delimiterLine), offset: bytesConsumed)
+        case .headers:
+            state = .failed
+            throw failure(.truncated(.headers), offset: bytesConsumed)
+        case .data:
+            state = .failed
+            throw failure(.truncated(.data), offset: bytesConsumed)
+        case .failed:
+            throw failure(.truncated(.data), offset: bytesConsumed)
+        }
+    }
+
+    // MARK: - Scanning for the delimiter
+
+    /// In the preamble or a part's data: finds the next delimiter, hands out the data
+    /// before it, and holds back a possible delimiter prefix at the chunk's end.
+    private mutating func scan(
+        _ chunk: UnsafeRawBufferPointer, from start: Int, _ handler: (MultipartEvent) throws -> Void
+    ) throws -> Int {
+        let isData: Bool
+        if case .data = state { isData = true } else { isData = false }
+        var position = start
+
+        // The delimiter's first byte (CR or LF) occurs nowhere else in it, so what is
+        // carried is a delimiter prefix starting at its first byte, and if it does not
+        // continue into this chunk, no delimiter starts inside it.
+        if !carry.isEmpty {
+            let have = carry.count
+            let needed = delimiter.count - have
+            let available = min(needed, chunk.count - position)
+            let continues = delimiter.withUnsafeBytes { pattern in
+                memcmp(pattern.baseAddress! + have, chunk.baseAddress! + position, available) == 0
+            }
+            if continues {
+                if available < needed {
+                    carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[position..<(position + available)]))
+                    return chunk.count
+                }
+                carry.removeAll(keepingCapacity: true)
+                state = .afterDelimiter(.start)
+                return position + available
+            }
+            if isData { try carry.withUnsafeBytes { try handler(.partData($0)) } }
+            carry.removeAll(keepingCapacity: true)
+        }
+
+        let found = delimiter.withUnsafeBytes { ByteSearch.first($0, in: chunk, from: position) }
+        if let found {
+            if isData, found > position {
+                try handler(.partData(UnsafeRawBufferPointer(rebasing: chunk[position..<found])))
+            }
+            state = .afterDelimiter(.start)
+            return found + delimiter.count
+        }
+
+        var holdFrom = chunk.count
+        let windowStart = max(position, chunk.count - delimiter.count + 1)
+        var index = chunk.count - 1
+        while index >= windowStart {
+            if chunk[index] == delimiter[0] {
+                let tail = UnsafeRawBufferPointer(rebasing: chunk[index...])
+                let isPrefix = delimiter.withUnsafeBytes { ByteSearch.matches(tail, in: $0, at: 0) }
+                if isPrefix { holdFrom = index }
+                break
+            }
+            index -= 1
+        }
+        if isData, holdFrom > position {
+            try handler(.partData(UnsafeRawBufferPointer(rebasing: chunk[position..<holdFrom])))
+        }
+        if holdFrom < chunk.count {
+            carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[holdFrom...]))
+        }
+        position = chunk.count
+        return position
+    }
+
+    /// After `--boundary`: `--` closes the body; padding and a line end open a part;
+    /// any other character means the match was data after all.
+    private mutating func readDelimiterTail(
+        _ start: DelimiterTail, _ chunk: UnsafeRawBufferPointer, from: Int,
+        _ handler: (MultipartEvent) throws -> Void
+    ) throws -> Int {
+        var tail = start
+        var position = from
+        while position < chunk.count {
+            let byte = chunk[position]
+            switch tail {
+            case .start:
+                if byte == ASCII.dash {
+                    tail = .oneDash
+                } else if ASCII.isWhitespace(byte) {
+                    tail = .padding
+                } else if byte == ASCII.cr {
+                    tail = .carriageReturn
+                } else if byte == ASCII.lf {
+                    try openPart(lineEnd: [ASCII.lf], at: position + 1, handler)
+                    return position + 1
+                } else {
+                    try notADelimiter(dashes: 0, handler)
+                    return position
+                }
+            case .oneDash:
+                if byte == ASCII.dash {
+                    if inPart { try handler(.partEnd) }
+                    inPart = false
+                    state = .epilogue
+                    try handler(.end)
+                    return position + 1
+                }
+                try notADelimiter(dashes: 1, handler)
+                return position
+            case .padding:
+                if ASCII.isWhitespace(byte) {
+                    break
+                } else if byte == ASCII.cr {
+                    tail = .carriageReturn
+                } else if byte == ASCII.lf {
+                    try openPart(lineEnd: [ASCII.lf], at: position + 1, handler)
+                    return position + 1
+                } else {
+                    throw failure(.malformedDelimiter, offset: bytesConsumed + position, part: partCount + 1)
+                }
+            case .carriageReturn:
+                guard byte == ASCII.lf else {
+                    throw failure(.malformedDelimiter, offset: bytesConsumed + position, part: partCount + 1)
+                }
+                try openPart(lineEnd: [ASCII.cr, ASCII.lf], at: position + 1, handler)
+                return position + 1
+            }
+            position += 1
+        }
+        state = .afterDelimiter(tail)
+        return position
+    }
+
+    /// The bytes matched as a delimiter were content: give them back as data.
+    private mutating func notADelimiter(dashes: Int, _ handler: (MultipartEvent) throws -> Void) throws {
+        if inPart {
+            try delimiter.withUnsafeBytes { try handler(.partData($0)) }
+            if dashes > 0 { try [ASCII.dash].withUnsafeBytes { try handler(.partData($0)) } }
+            state = .data
+        } else {
+            state = .preamble
+        }
+    }
+
+    /// A complete delimiter line: close the current part, open the next.
+    private mutating func openPart(
+        lineEnd: [UInt8], at position: Int, _ handler: (MultipartEvent) throws -> Void
+    ) throws {
+        if !sawFirstDelimiter {
+            sawFirstDelimiter = true
+            delimiter = lineEnd + [ASCII.dash, ASCII.dash] + Array(boundary.value.utf8)
+        }
+        if inPart { try handler(.partEnd) }
+        inPart = false
+        guard partCount < limits.maxParts else {
+            throw failure(.tooManyParts(limit: limits.maxParts), offset: bytesConsumed + position, part: partCount + 1)
+        }
+        partCount += 1
+        partOffset = bytesConsumed + position
+        headerLineStart = 0
+        headerScanned = 0
+        state = .headers
+    }
+
+    // MARK: - Part headers
+
+    /// Reads a part's header section up to its empty line, in place when the chunk holds
+    /// all of it, else through `carry` (never more than `limits.maxHeaderBytes`).
+    private mutating func readHeaders(
+        _ chunk: UnsafeRawBufferPointer, from start: Int, _ handler: (MultipartEvent) throws -> Void
+    ) throws -> Int {
+        let limit = limits.maxHeaderBytes
+        if carry.isEmpty {
+            let window = UnsafeRawBufferPointer(rebasing: chunk[start..<min(chunk.count, start + limit)])
+            var lineStart = 0
+            if let end = Self.headerSectionEnd(in: window, scanningFrom: 0, lineStart: &lineStart) {
+                try beginPart(UnsafeRawBufferPointer(rebasing: window[0..<end]), handler)
+                return start + end
+            }
+            if window.count == limit {
+                throw failure(.headerSectionTooLarge(limit: limit), offset: partOffset, part: partCount)
+            }
+            carry.append(contentsOf: window)
+            headerLineStart = lineStart
+            headerScanned = window.count
+            return chunk.count
+        }
+
+        let taken = min(chunk.count - start, limit - carry.count)
+        let before = carry.count
+        carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[start..<(start + taken)]))
+        var lineStart = headerLineStart
+        let end = carry.withUnsafeBytes {
+            Self.headerSectionEnd(in: $0, scanningFrom: headerScanned, lineStart: &lineStart)
+        }
+        guard let end else {
+            if carry.count >= limit {
+                throw failure(.headerSectionTooLarge(limit: limit), offset: partOffset, part: partCount)
+            }
+            headerLineStart = lineStart
+            headerScanned = carry.count
+            return start + taken
+        }
+        let section = Array(carry[0..<end])
+        carry.removeAll(keepingCapacity: true)
+        try section.withUnsafeBytes { try beginPart($0, handler) }
+        return start + (end - before)
+    }
+
+    /// The index just past the empty line that ends a header section, scanning line ends
+    /// from `scanningFrom`; `lineStart` carries where the current line began.
+    private static func headerSectionEnd(
+        in buffer: UnsafeRawBufferPointer, scanningFrom: Int, lineStart: inout Int
+    ) -> Int? {
+        var from = scanningFrom
+        while let lf = ByteSearch.first(ASCII.lf, in: buffer, from: from) {
+            let length = lf - lineStart
+            if length == 0 || (length == 1 && buffer[lineStart] == ASCII.cr) { return lf + 1 }
+            lineStart = lf + 1
+            from = lf + 1
+        }
+        return nil
+    }
+
+    private mutating func beginPart(
+        _ section: UnsafeRawBufferPointer, _ handler: (MultipartEvent) throws -> Void
+    ) throws {
+        let headers = try parseHeaderSection(section)
+        inPart = true
+        state = .data
+        try handler(.partBegin(MultipartPart(headers: headers, number: partCount, offset: partOffset)))
+    }
+
+    /// `name: value` lines (RFC 5322 §2.2 as used by RFC 7578), ending with an empty line.
+    private func parseHeaderSection(_ section: UnsafeRawBufferPointer) throws -> MultipartHeaders {
+        var headers = MultipartHeaders()
+        var lineStart = 0
+        while let lf = ByteSearch.first(ASCII.lf, in: section, from: lineStart) {
+            var lineEnd = lf
+            if lineEnd > lineStart, section[lineEnd - 1] == ASCII.cr { lineEnd -= 1 }
+            defer { lineStart = lf + 1 }
+            if lineEnd == lineStart { break }
+            let line = UnsafeRawBufferPointer(rebasing: section[lineStart..<lineEnd])
+            let offset = partOffset + lineStart
+            func malformed(_ why: String) -> MultipartError {
+                failure(.malformedHeader(why), offset: offset, part: partCount)
+            }
+            if line.contains(0) { throw malformed("the line contains a NUL byte") }
+            if line.contains(ASCII.cr) { throw malformed("the line contains a carriage return that does not end it") }
+            if ASCII.isWhitespace(line[0]) {
+                guard !headers.fields.isEmpty else {
+                    throw malformed("the first header line starts with whitespace")
+                }
+                headers.continueLastValue(with: headerText(ASCII.trimmed(ArraySlice(line))))
+                continue
+            }
+            guard let colon = line.firstIndex(of: ASCII.colon) else {
+                throw malformed("\"\(Self.excerpt(line))\" has no colon")
+            }
+            let name = line[0..<colon]
+            guard !name.isEmpty, name.allSatisfy(ASCII.isTokenChar) else {
+                throw malformed("\"\(Self.excerpt(UnsafeRawBufferPointer(rebasing: name)))\" is not a valid header name")
+            }
+            let value = ASCII.trimmed(ArraySlice(line[(colon + 1)...]))
+            headers.append(.init(name: String(decoding: name, as: UTF8.self), value: headerText(value)))
+        }
+        return headers
+    }
+
+    private static func excerpt(_ bytes: UnsafeRawBufferPointer) -> String {
+        let text = headerText(bytes.prefix(60))
+        return bytes.count > 60 ? text + "…" : text
+    }
+
+    private func failure(_ kind: MultipartError.Kind, offset: Int, part: Int? = nil) -> MultipartError {
+        MultipartError(kind, offset: offset, part: part ?? (partCount > 0 ? partCount : nil), boundary: boundary.value)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
