@@ -92,10 +92,13 @@ public struct MultipartParser {
     private var inPart = false
     /// Bytes held between chunks: a possible delimiter prefix, or a partial header section.
     private var carry: [UInt8] = []
-    private var headerLineStart = 0
-    private var headerScanned = 0
+    /// The header section being read: its fields so far and its size in complete lines.
+    private var headers = MultipartHeaders()
+    private var headerBytes = 0
     private var partOffset = 0
     private var firstBytes: [UInt8] = []
+    /// The error that stopped the parser: feeding it again throws the same.
+    private var failedWith: (any Error)?
 
     private static let firstBytesKept = 72
 
@@ -112,8 +115,8 @@ public struct MultipartParser {
     public mutating func feed(
         _ chunk: UnsafeRawBufferPointer, _ handler: (MultipartEvent) throws -> Void
     ) throws {
-        if case .failed = state { throw failure(.truncated(.data), offset: bytesConsumed) }
-        if case .preamble = state, firstBytes.count < Self.firstBytesKept {
+        if let failedWith { throw failedWith }
+        if firstBytes.count < Self.firstBytesKept {
             firstBytes.append(contentsOf: chunk.prefix(Self.firstBytesKept - firstBytes.count))
         }
         var position = 0
@@ -134,6 +137,7 @@ public struct MultipartParser {
             }
         } catch {
             state = .failed
+            failedWith = error
             throw error
         }
         bytesConsumed += chunk.count
@@ -146,25 +150,24 @@ public struct MultipartParser {
 
     /// Declares the end of the body: throws unless the close delimiter was read.
     public mutating func finish() throws {
+        if let failedWith { throw failedWith }
+        let error: MultipartError
         switch state {
         case .epilogue:
             return
         case .preamble:
-            state = .failed
             let line = firstBytes.prefix { $0 != ASCII.cr && $0 != ASCII.lf }
-            throw failure(.noDelimiter(firstLine: headerText(line)), offset: bytesConsumed)
+            error = failure(.noDelimiter(firstLine: headerText(line)), offset: bytesConsumed)
         case .afterDelimiter:
-            state = .failed
-            throw failure(.truncated(.delimiterLine), offset: bytesConsumed)
+            error = failure(.truncated(.delimiterLine), offset: bytesConsumed)
         case .headers:
-            state = .failed
-            throw failure(.truncated(.headers), offset: bytesConsumed)
-        case .data:
-            state = .failed
-            throw failure(.truncated(.data), offset: bytesConsumed)
-        case .failed:
-            throw failure(.truncated(.data), offset: bytesConsumed)
+            error = failure(.truncated(.headers), offset: bytesConsumed)
+        case .data, .failed:
+            error = failure(.truncated(.data), offset: bytesConsumed)
         }
+        state = .failed
+        failedWith = error
+        throw error
     }
 
     // MARK: - Scanning for the delimiter
@@ -317,114 +320,79 @@ public struct MultipartParser {
         }
         partCount += 1
         partOffset = bytesConsumed + position
-        headerLineStart = 0
-        headerScanned = 0
+        headerBytes = 0
         state = .headers
     }
 
     // MARK: - Part headers
 
-    /// Reads a part's header section up to its empty line, in place when the chunk holds
-    /// all of it, else through `carry` (never more than `limits.maxHeaderBytes`).
+    /// Reads a part's header section line by line up to its empty line. Each line is
+    /// parsed as soon as it is complete, in place when the chunk holds all of it, else
+    /// through `carry`; the section may not exceed `limits.maxHeaderBytes`.
     private mutating func readHeaders(
         _ chunk: UnsafeRawBufferPointer, from start: Int, _ handler: (MultipartEvent) throws -> Void
     ) throws -> Int {
-        let limit = limits.maxHeaderBytes
-        if carry.isEmpty {
-            let window = UnsafeRawBufferPointer(rebasing: chunk[start..<min(chunk.count, start + limit)])
-            var lineStart = 0
-            if let end = Self.headerSectionEnd(in: window, scanningFrom: 0, lineStart: &lineStart) {
-                try beginPart(UnsafeRawBufferPointer(rebasing: window[0..<end]), handler)
-                return start + end
-            }
-            if window.count == limit {
-                throw failure(.headerSectionTooLarge(limit: limit), offset: partOffset, part: partCount)
-            }
-            carry.append(contentsOf: window)
-            headerLineStart = lineStart
-            headerScanned = window.count
-            return chunk.count
-        }
-
-        let taken = min(chunk.count - start, limit - carry.count)
-        let before = carry.count
-        carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[start..<(start + taken)]))
-        var lineStart = headerLineStart
-        let end = carry.withUnsafeBytes {
-            Self.headerSectionEnd(in: $0, scanningFrom: headerScanned, lineStart: &lineStart)
-        }
-        guard let end else {
-            if carry.count >= limit {
-                throw failure(.headerSectionTooLarge(limit: limit), offset: partOffset, part: partCount)
-            }
-            headerLineStart = lineStart
-            headerScanned = carry.count
-            return start + taken
-        }
-        let section = Array(carry[0..<end])
-        carry.removeAll(keepingCapacity: true)
-        try section.withUnsafeBytes { try beginPart($0, handler) }
-        return start + (end - before)
-    }
-
-    /// The index just past the empty line that ends a header section, scanning line ends
-    /// from `scanningFrom`; `lineStart` carries where the current line began.
-    private static func headerSectionEnd(
-        in buffer: UnsafeRawBufferPointer, scanningFrom: Int, lineStart: inout Int
-    ) -> Int? {
-        var from = scanningFrom
-        while let lf = ByteSearch.first(ASCII.lf, in: buffer, from: from) {
-            let length = lf - lineStart
-            if length == 0 || (length == 1 && buffer[lineStart] == ASCII.cr) { return lf + 1 }
-            lineStart = lf + 1
-            from = lf + 1
-        }
-        return nil
-    }
-
-    private mutating func beginPart(
-        _ section: UnsafeRawBufferPointer, _ handler: (MultipartEvent) throws -> Void
-    ) throws {
-        let headers = try parseHeaderSection(section)
-        inPart = true
-        state = .data
-        try handler(.partBegin(MultipartPart(headers: headers, number: partCount, offset: partOffset)))
-    }
-
-    /// `name: value` lines (RFC 5322 §2.2 as used by RFC 7578), ending with an empty line.
-    private func parseHeaderSection(_ section: UnsafeRawBufferPointer) throws -> MultipartHeaders {
-        var headers = MultipartHeaders()
-        var lineStart = 0
-        while let lf = ByteSearch.first(ASCII.lf, in: section, from: lineStart) {
-            var lineEnd = lf
-            if lineEnd > lineStart, section[lineEnd - 1] == ASCII.cr { lineEnd -= 1 }
-            defer { lineStart = lf + 1 }
-            if lineEnd == lineStart { break }
-            let line = UnsafeRawBufferPointer(rebasing: section[lineStart..<lineEnd])
-            let offset = partOffset + lineStart
-            func malformed(_ why: String) -> MultipartError {
-                failure(.malformedHeader(why), offset: offset, part: partCount)
-            }
-            if line.contains(0) { throw malformed("the line contains a NUL byte") }
-            if line.contains(ASCII.cr) { throw malformed("the line contains a carriage return that does not end it") }
-            if ASCII.isWhitespace(line[0]) {
-                guard !headers.fields.isEmpty else {
-                    throw malformed("the first header line starts with whitespace")
+        var position = start
+        while position < chunk.count {
+            let budget = limits.maxHeaderBytes - headerBytes - carry.count
+            let window = UnsafeRawBufferPointer(rebasing: chunk[position..<min(chunk.count, position + budget)])
+            guard let lf = ByteSearch.first(ASCII.lf, in: window, from: 0) else {
+                if window.count == budget {
+                    throw failure(.headerSectionTooLarge(limit: limits.maxHeaderBytes), offset: partOffset, part: partCount)
                 }
-                headers.continueLastValue(with: headerText(ASCII.trimmed(ArraySlice(line))))
-                continue
+                carry.append(contentsOf: window)
+                return chunk.count
             }
-            guard let colon = line.firstIndex(of: ASCII.colon) else {
-                throw malformed("\"\(Self.excerpt(line))\" has no colon")
+            let lineOffset = partOffset + headerBytes
+            headerBytes += carry.count + lf + 1
+            let sectionEnded: Bool
+            if carry.isEmpty {
+                sectionEnded = try takeHeaderLine(UnsafeRawBufferPointer(rebasing: window[0..<lf]), offset: lineOffset)
+            } else {
+                carry.append(contentsOf: UnsafeRawBufferPointer(rebasing: window[0..<lf]))
+                let line = carry
+                carry.removeAll(keepingCapacity: true)
+                sectionEnded = try line.withUnsafeBytes { try takeHeaderLine($0, offset: lineOffset) }
             }
-            let name = line[0..<colon]
-            guard !name.isEmpty, name.allSatisfy(ASCII.isTokenChar) else {
-                throw malformed("\"\(Self.excerpt(UnsafeRawBufferPointer(rebasing: name)))\" is not a valid header name")
+            position += lf + 1
+            if sectionEnded {
+                let part = MultipartPart(headers: headers, number: partCount, offset: partOffset)
+                headers = MultipartHeaders()
+                inPart = true
+                state = .data
+                try handler(.partBegin(part))
+                return position
             }
-            let value = ASCII.trimmed(ArraySlice(line[(colon + 1)...]))
-            headers.append(.init(name: String(decoding: name, as: UTF8.self), value: headerText(value)))
         }
-        return headers
+        return position
+    }
+
+    /// Parses one header line (RFC 5322 §2.2 as RFC 7578 uses it), its LF removed.
+    /// Returns true for the empty line that ends the section.
+    private mutating func takeHeaderLine(_ rawLine: UnsafeRawBufferPointer, offset: Int) throws -> Bool {
+        var line = rawLine
+        if let last = line.last, last == ASCII.cr { line = UnsafeRawBufferPointer(rebasing: line.dropLast()) }
+        if line.isEmpty { return true }
+        func malformed(_ why: String) -> MultipartError {
+            failure(.malformedHeader(why), offset: offset, part: partCount)
+        }
+        if line.contains(0) { throw malformed("the line contains a NUL byte") }
+        if line.contains(ASCII.cr) { throw malformed("the line contains a carriage return that does not end it") }
+        if ASCII.isWhitespace(line[0]) {
+            guard !headers.fields.isEmpty else { throw malformed("the first header line starts with whitespace") }
+            headers.continueLastValue(with: headerText(ASCII.trimmed(ArraySlice(line))))
+            return false
+        }
+        guard let colon = line.firstIndex(of: ASCII.colon) else {
+            throw malformed("\"\(Self.excerpt(line))\" has no colon (is the empty line after the headers missing?)")
+        }
+        let name = UnsafeRawBufferPointer(rebasing: line[0..<colon])
+        guard !name.isEmpty, name.allSatisfy(ASCII.isTokenChar) else {
+            throw malformed("\"\(Self.excerpt(name))\" is not a valid header name")
+        }
+        let value = ASCII.trimmed(ArraySlice(line[(colon + 1)...]))
+        headers.append(.init(name: String(decoding: name, as: UTF8.self), value: headerText(value)))
+        return false
     }
 
     private static func excerpt(_ bytes: UnsafeRawBufferPointer) -> String {
