@@ -6,16 +6,24 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .library(name: "HTTPTransfer", targets: ["HTTPTransfer"]),
+        .library(name: "Counterpart", targets: ["Counterpart"]),
+        .executable(name: "counterpart", targets: ["counterpart"]),
     ],
     targets: [
         // The formats of file transfer over HTTP: pure Swift, no I/O, no C targets.
         .target(name: "HTTPTransfer"),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CGnuTLS", pkgConfig: "gnutls", providers: [.apt(["libgnutls28-dev"])]),
+        // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
+        .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS"]),
+        .executableTarget(name: "counterpart", dependencies: ["Counterpart"]),
         .executableTarget(name: "counterpart-bench", dependencies: ["HTTPTransfer"]),
         // libFuzzer targets: built with `scripts/fuzz` (see the README); a plain build
         // compiles them with a stub entry point.
         .executableTarget(name: "fuzz-multipart", dependencies: ["HTTPTransfer"], path: "Fuzz/multipart"),
         .executableTarget(name: "fuzz-headers", dependencies: ["HTTPTransfer"], path: "Fuzz/headers"),
         .testTarget(name: "HTTPTransferTests", dependencies: ["HTTPTransfer"]),
+        .testTarget(name: "CounterpartTests", dependencies: ["Counterpart", "HTTPTransfer"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -85,13 +85,11 @@ enum ASCII {
     @inline(__always) static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
 
     /// RFC 9110 §5.6.2 `tchar`.
-    static func isTokenChar(_ b: UInt8) -> Bool { tokenTable[Int(b)] }
-
-    private static let tokenTable: [Bool] = (0..<256).map { value in
-        let b = UInt8(value)
+    @inline(__always) static func isTokenChar(_ b: UInt8) -> Bool {
         switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(b)
+        case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: return true
+        default: return false
         }
     }
 
@@ -107,11 +105,17 @@ enum ASCII {
     }
 
     static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
-        equalsIgnoringCase(a.utf8, b.utf8)
+        guard a.utf8.count == b.utf8.count else { return false }
+        var a = a, b = b
+        return a.withUTF8 { x in b.withUTF8 { y in
+            for i in 0..<x.count where lower(x[i]) != lower(y[i]) { return false }
+            return true
+        } }
     }
 
     static func lowercased(_ s: String) -> String {
-        String(decoding: s.utf8.map(lower), as: UTF8.self)
+        if !s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) { return s }
+        return String(decoding: s.utf8.map(lower), as: UTF8.self)
     }
 
     /// `bytes` with leading and trailing spaces and tabs removed.
@@ -133,6 +137,11 @@ enum ASCII {
 /// Text from header bytes: UTF-8 when it is valid, otherwise ISO-8859-1, byte for byte,
 /// so that no byte a client sent is lost or replaced.
 func headerText<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+    if let fast = bytes.withContiguousStorageIfAvailable({ buffer -> String? in
+        var all: UInt8 = 0
+        for b in buffer { all |= b }
+        return all < 0x80 ? String(decoding: buffer, as: UTF8.self) : nil
+    }), let fast { return fast }
     if let utf8 = String(validating: bytes, as: UTF8.self) { return utf8 }
     var text = String()
     text.unicodeScalars.append(contentsOf: bytes.map { Unicode.Scalar($0) })

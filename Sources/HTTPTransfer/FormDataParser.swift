@@ -102,10 +102,18 @@ private struct FormState {
         func failure(_ kind: MultipartError.Kind) -> MultipartError {
             MultipartError(kind, offset: part.offset, part: part.number, boundary: boundary)
         }
-        for name in ["Content-Disposition", "Content-Type"] where part.headers.values(of: name).count > 1 {
-            throw failure(.duplicateHeader(name))
+        var dispositionText: String?
+        var contentTypeText: String?
+        for field in part.headers.fields {
+            if ASCII.equalsIgnoringCase(field.name, "Content-Disposition") {
+                if dispositionText != nil { throw failure(.duplicateHeader("Content-Disposition")) }
+                dispositionText = field.value
+            } else if ASCII.equalsIgnoringCase(field.name, "Content-Type") {
+                if contentTypeText != nil { throw failure(.duplicateHeader("Content-Type")) }
+                contentTypeText = field.value
+            }
         }
-        guard let dispositionText = part.headers["Content-Disposition"] else {
+        guard let dispositionText else {
             throw failure(.missingContentDisposition)
         }
         let disposition: ContentDisposition
@@ -121,7 +129,7 @@ private struct FormState {
             throw failure(.invalidContentDisposition("it has no name parameter"))
         }
         let filename = disposition.hasFilename ? (disposition.filename ?? "") : nil
-        let contentType = part.headers["Content-Type"]
+        let contentType = contentTypeText
             ?? (filename == nil ? "text/plain" : "application/octet-stream")
         return FormPart(name: name, filename: filename, contentType: contentType,
                         headers: part.headers, number: part.number)

@@ -1,0 +1,32 @@
+// libmicrohttpd for Swift. Swift cannot call C variadic functions, so the few variadic
+// entry points Counterpart needs are wrapped here in non-variadic static inline helpers.
+#ifndef COUNTERPART_CMICROHTTPD_SHIM_H
+#define COUNTERPART_CMICROHTTPD_SHIM_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+/// MHD_start_daemon with every option passed as an MHD_OPTION_ARRAY (ended by MHD_OPTION_END).
+static inline struct MHD_Daemon *cp_start_daemon(unsigned int flags, uint16_t port,
+                                                 MHD_AccessHandlerCallback handler, void *handler_cls,
+                                                 const struct MHD_OptionItem *options) {
+    return MHD_start_daemon(flags, port, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_ARRAY, options, MHD_OPTION_END);
+}
+
+/// The port the daemon listens on (the real one when it was started on port 0); 0 on error.
+static inline uint16_t cp_daemon_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}
+
+/// The client's address, or NULL.
+static inline const struct sockaddr *cp_client_address(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return info == NULL ? NULL : info->client_addr;
+}
+
+#endif

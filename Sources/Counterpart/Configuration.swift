@@ -1,0 +1,62 @@
+import HTTPTransfer
+
+/// Everything a Counterpart server is started with. The command builds one from its
+/// flags; a test builds one directly.
+public struct Configuration: Sendable {
+    /// The address to listen on.
+    public var host: String
+    /// The port; 0 picks a free one (read it back from `CounterpartServer.port`).
+    public var port: UInt16
+    /// The folder served as static files.
+    public var root: String
+    /// The folder uploads are stored in (created if missing), served at `/uploads/`.
+    public var uploads: String
+    /// Request bodies larger than this are refused with 413.
+    public var maxUploadBytes: UInt64
+    /// Threads polling connections (epoll); 0 runs a thread per connection.
+    public var threads: Int
+    /// Limits of one multipart body: header bytes per part, parts, bytes of text fields.
+    public var multipartLimits: MultipartLimits
+    /// Ranges per request before the whole file is sent instead; coalescing.
+    public var rangePolicy: RangePolicy
+    /// Seconds a connection may stay idle before it is closed.
+    public var connectionTimeout: UInt32
+    /// Connections served at once; more wait in the listen queue.
+    public var maxConnections: UInt32
+    /// After an upload error found mid-body, bytes still read so the client gets its
+    /// answer; a body that goes on longer is cut.
+    public var maxDrainBytes: UInt64
+    /// One line per request on stderr.
+    public var accessLog: Bool
+
+    public static let defaultMaxUploadBytes: UInt64 = 10 << 30
+    public static let defaultThreads = 4
+
+    public init(
+        host: String = "127.0.0.1",
+        port: UInt16 = 0,
+        root: String = "public",
+        uploads: String = "uploads",
+        maxUploadBytes: UInt64 = defaultMaxUploadBytes,
+        threads: Int = defaultThreads,
+        multipartLimits: MultipartLimits = MultipartLimits(),
+        rangePolicy: RangePolicy = RangePolicy(),
+        connectionTimeout: UInt32 = 30,
+        maxConnections: UInt32 = 1_000,
+        maxDrainBytes: UInt64 = 64 << 20,
+        accessLog: Bool = false
+    ) {
+        self.host = host
+        self.port = port
+        self.root = root
+        self.uploads = uploads
+        self.maxUploadBytes = maxUploadBytes
+        self.threads = threads
+        self.multipartLimits = multipartLimits
+        self.rangePolicy = rangePolicy
+        self.connectionTimeout = connectionTimeout
+        self.maxConnections = maxConnections
+        self.maxDrainBytes = maxDrainBytes
+        self.accessLog = accessLog
+    }
+}

@@ -1,0 +1,43 @@
+/// Responses every endpoint uses.
+enum Responses {
+    /// `{"error": "<sentence>"}` with the given status.
+    static func error(_ status: Int, _ message: String, headers: [HTTPField] = []) -> Response {
+        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/json")],
+                 body: .bytes(JSON.object([("error", .string(message))]).bytes + [0x0A]))
+    }
+
+    static func json(_ status: Int, _ value: JSON, headers: [HTTPField] = []) -> Response {
+        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/json")],
+                 body: .bytes(value.bytes + [0x0A]))
+    }
+
+    static func html(_ status: Int, _ page: String, headers: [HTTPField] = []) -> Response {
+        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "text/html; charset=utf-8")],
+                 body: .bytes(Array(page.utf8)))
+    }
+
+    static func methodNotAllowed(_ method: String, allowed: [String], on what: String) -> Response {
+        let allow = allowed.joined(separator: ", ")
+        var message = "\(method) is not allowed on \(what); use \(allow)"
+        if allowed.contains(method.uppercased()) {
+            message += " (method names are case-sensitive: \(method.uppercased()), not \(method))"
+        }
+        return error(405, message, headers: [HTTPField(name: "Allow", value: allow)])
+    }
+
+    /// Text made safe for HTML.
+    static func escapeHTML(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,233 @@
+import HTTPTransfer
+
+/// `POST /upload`: `multipart/form-data` parsed as it arrives, files streamed to the
+/// upload store, the parts reported back as JSON (or HTML for a browser).
+struct UploadEndpoint: Sendable {
+    let store: UploadStore
+    let limits: UploadLimits
+
+    func respond(to head: RequestHead) -> RequestAction {
+        switch head.method {
+        case "POST":
+            break
+        case "OPTIONS":
+            return .respond(Response(status: 204, headers: [HTTPField(name: "Allow", value: "POST, OPTIONS")]))
+        default:
+            return .respond(Responses.methodNotAllowed(head.method, allowed: ["POST", "OPTIONS"], on: "/upload"))
+        }
+        // Everything the head already condemns is answered now, before `100 Continue`
+        // and before any body byte is read.
+        let boundary: MultipartBoundary
+        do {
+            boundary = try MultipartBoundary(contentType: head.header("Content-Type"))
+        } catch {
+            if case .notFormData = error { return .respond(Responses.error(415, error.description)) }
+            return .respond(Responses.error(400, error.description))
+        }
+        if let declared = head.header("Content-Length").flatMap(UInt64.init), declared > limits.maxBodyBytes {
+            return .respond(Responses.error(413, "the body is \(declared) bytes; this server takes at most \(limits.maxBodyBytes)"))
+        }
+        return .receiveBody(UploadReceiver(store: store, limits: limits, boundary: boundary,
+                                           answersHTML: AcceptHeader(head.header("Accept")).prefersHTML))
+    }
+}
+
+/// Limits on what one upload may cost.
+struct UploadLimits: Sendable {
+    var maxBodyBytes: UInt64
+    var multipart: MultipartLimits
+    /// After an error found mid-body, bytes still read (and discarded) so that the client
+    /// gets its answer; a body that goes on longer is cut.
+    var maxDrainBytes: UInt64
+}
+
+/// One upload in progress. Called from one connection thread at a time.
+final class UploadReceiver: RequestBodyReceiver {
+    private struct StoredFile {
+        var part: FormPart
+        var storedName: String
+        var size: UInt64
+        var sha256: String
+    }
+
+    private let store: UploadStore
+    private let limits: UploadLimits
+    private let answersHTML: Bool
+    private var parser: FormDataParser
+    private var received: UInt64 = 0
+    /// The answer once something went wrong: from then on the body is only drained.
+    private var failure: Response?
+    private var currentPart: FormPart?
+    private var sink: UploadSink?
+    private var fieldValue: [UInt8] = []
+    private var fields: [(name: String, value: [UInt8])] = []
+    private var files: [StoredFile] = []
+
+    init(store: UploadStore, limits: UploadLimits, boundary: MultipartBoundary, answersHTML: Bool) {
+        self.store = store
+        self.limits = limits
+        self.answersHTML = answersHTML
+        parser = FormDataParser(boundary: boundary, limits: limits.multipart)
+    }
+
+    func receive(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        received += UInt64(chunk.count)
+        if received > limits.maxBodyBytes, failure == nil {
+            fail(Responses.error(413, "the body is larger than \(limits.maxBodyBytes) bytes, the most this server takes"))
+        }
+        guard failure == nil else {
+            return received <= limits.maxBodyBytes + limits.maxDrainBytes
+        }
+        do {
+            try parser.feed(chunk) { event in try handle(event) }
+        } catch {
+            fail(response(for: error))
+        }
+        return true
+    }
+
+    func finish() -> Response {
+        if failure == nil {
+            do { try parser.finish() } catch { fail(response(for: error)) }
+        }
+        if let failure { return failure }
+        return answersHTML ? htmlReceipt() : Responses.json(200, jsonReceipt())
+    }
+
+    func abandon() {
+        discardEverything()
+    }
+
+    private func handle(_ event: FormDataEvent) throws {
+        switch event {
+        case .partBegin(let part):
+            currentPart = part
+            if part.isFile { sink = try store.makeSink() } else { fieldValue.removeAll(keepingCapacity: true) }
+        case .partData(let bytes):
+            if let sink { try sink.write(bytes) } else { fieldValue.append(contentsOf: bytes) }
+        case .partEnd:
+            guard let part = currentPart else { return }
+            currentPart = nil
+            if let sink {
+                self.sink = nil
+                let size = sink.size
+                let digest = sink.digest()
+                let name = try store.commit(sink, as: SafeFilename.make(from: part.filename ?? ""))
+                files.append(StoredFile(part: part, storedName: name, size: size, sha256: digest))
+            } else {
+                fields.append((part.name, fieldValue))
+            }
+        case .end:
+            break
+        }
+    }
+
+    /// Records the first failure and removes everything this request stored.
+    private func fail(_ response: Response) {
+        guard failure == nil else { return }
+        failure = response
+        discardEverything()
+    }
+
+    private func discardEverything() {
+        sink?.discard()
+        sink = nil
+        for file in files { store.remove(file.storedName) }
+        files.removeAll()
+    }
+
+    private func response(for error: any Error) -> Response {
+        switch error {
+        case let error as MultipartError:
+            return Responses.error(error.isSizeLimit ? 413 : 400, error.description)
+        case let error as StoreError:
+            return Responses.error(error.isOutOfSpace ? 507 : 500, error.description)
+        default:
+            return Responses.error(500, "the upload failed: \(error)")
+        }
+    }
+
+    private func url(of file: StoredFile) -> String {
+        "/uploads/" + PercentDecoding.encodePath(file.storedName)
+    }
+
+    private func jsonReceipt() -> JSON {
+        .object([
+            ("fields", .array(fields.map { field in
+                let value: (String, JSON)
+                if let text = String(validating: field.value, as: UTF8.self) {
+                    value = ("value", .string(text))
+                } else {
+                    value = ("valueBase64", .string(Base64.encode(field.value)))
+                }
+                return .object([("name", .string(field.name)), value])
+            })),
+            ("files", .array(files.map { file in
+                .object([
+                    ("field", .string(file.part.name)),
+                    ("filename", .string(file.part.filename ?? "")),
+                    ("contentType", .string(file.part.contentType)),
+                    ("size", .unsigned(file.size)),
+                    ("sha256", .string(file.sha256)),
+                    ("url", .string(url(of: file))),
+                ])
+            })),
+        ])
+    }
+
+    private func htmlReceipt() -> Response {
+        let escape = Responses.escapeHTML
+        var rows = ""
+        for file in files {
+            rows += "<tr><td>\(escape(file.part.name))</td><td><a href=\"\(escape(url(of: file)))\">\(escape(file.storedName))</a></td>"
+                + "<td>\(escape(file.part.filename ?? ""))</td><td>\(escape(file.part.contentType))</td>"
+                + "<td class=\"n\">\(file.size)</td><td><code>\(file.sha256)</code></td></tr>\n"
+        }
+        var fieldRows = ""
+        for field in fields {
+            let value = String(validating: field.value, as: UTF8.self) ?? "(\(field.value.count) bytes, not UTF-8)"
+            fieldRows += "<tr><td>\(escape(field.name))</td><td>\(escape(value))</td></tr>\n"
+        }
+        return Responses.html(200, """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>Upload received</title>
+            <style>body{font-family:system-ui,sans-serif;margin:2rem;color:#111}table{border-collapse:collapse;margin-bottom:1.5rem}
+            td,th{padding:.3rem .8rem;text-align:left;vertical-align:top}.n{text-align:right}code{font-size:.8rem;word-break:break-all}</style>
+            </head><body>
+            <h1>Upload received</h1>
+            <h2>Files (\(files.count))</h2>
+            <table><thead><tr><th>Field</th><th>Stored as</th><th>Sent as</th><th>Type</th><th class="n">Bytes</th><th>SHA-256</th></tr></thead>
+            <tbody>
+            \(rows)</tbody></table>
+            <h2>Fields (\(fields.count))</h2>
+            <table><thead><tr><th>Name</th><th>Value</th></tr></thead>
+            <tbody>
+            \(fieldRows)</tbody></table>
+            <p><a href="/">Upload more</a> · <a href="/uploads/">All uploads</a></p>
+            </body></html>
+
+            """)
+    }
+}
+
+/// RFC 4648 base64, for field values that are not UTF-8.
+enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var value = UInt32(0)
+            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * offset) }
+            for position in 0..<4 {
+                out.append(position <= chunk.count ? alphabet[Int((value >> (18 - 6 * position)) & 0x3F)] : 0x3D)
+            }
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

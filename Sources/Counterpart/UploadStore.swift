@@ -1,0 +1,122 @@
+import Glibc
+
+/// The uploads folder: files are written under a temporary name (hidden: it starts with
+/// a dot) and linked into place under their final name only when complete, never over an
+/// existing file.
+final class UploadStore: Sendable {
+    /// Absolute path, symlinks resolved.
+    let folder: String
+
+    /// Temporary files are `.counterpart-<pid>-<n>.part`: the pid tells a crashed
+    /// server's leftovers from the files of live servers sharing the folder.
+    static let temporaryPrefix = ".counterpart-"
+    private static let counter = AtomicCounter()
+
+    init(folder path: String) throws {
+        try FileSystem.makeFolders(path)
+        folder = try FileSystem.realPath(path)
+    }
+
+    /// Removes the temporary files of servers that are no longer running.
+    func removeStaleTemporaryFiles() {
+        for name in FileSystem.names(in: folder) where name.hasPrefix(Self.temporaryPrefix) && name.hasSuffix(".part") {
+            let pid = name.dropFirst(Self.temporaryPrefix.count).prefix { $0.isNumber }
+            if let pid = Int32(pid), kill(pid, 0) == 0 || errno == EPERM { continue }
+            unlink(folder + "/" + name)
+        }
+    }
+
+    /// A new temporary file to write an upload into.
+    func makeSink() throws -> UploadSink {
+        let path = "\(folder)/\(Self.temporaryPrefix)\(getpid())-\(Self.counter.next()).part"
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw StoreError(operation: "create a temporary file", code: errno) }
+        return UploadSink(path: path, descriptor: descriptor)
+    }
+
+    /// Moves a complete sink into place under `name` or, if taken, `name-1`, `name-2`, ...
+    /// Returns the name used.
+    func commit(_ sink: UploadSink, as name: String) throws -> String {
+        try sink.close()
+        var candidate = name
+        var number = 0
+        // link(2) fails if the name exists: no file is ever replaced, even by a
+        // concurrent upload of the same name.
+        while link(sink.path, folder + "/" + candidate) != 0 {
+            guard errno == EEXIST, number < 10_000 else {
+                let code = errno
+                sink.discard()
+                throw StoreError(operation: "store \(name)", code: code)
+            }
+            number += 1
+            candidate = SafeFilename.variant(of: name, number: number)
+        }
+        unlink(sink.path)
+        return candidate
+    }
+
+    func remove(_ name: String) {
+        unlink(folder + "/" + name)
+    }
+}
+
+/// A temporary file being written, with the SHA-256 of what went in.
+final class UploadSink {
+    let path: String
+    private var descriptor: Int32
+    private let hasher = SHA256()
+    private(set) var size: UInt64 = 0
+
+    init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        hasher.update(bytes)
+        var offset = 0
+        while offset < bytes.count {
+            let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw StoreError(operation: "write \(bytes.count) bytes", code: errno)
+            }
+            offset += written
+        }
+        size += UInt64(bytes.count)
+    }
+
+    /// The SHA-256 of everything written; call once, at the end.
+    func digest() -> String { hasher.finish() }
+
+    func close() throws {
+        guard descriptor >= 0 else { return }
+        let result = Glibc.close(descriptor)
+        descriptor = -1
+        if result != 0 { throw StoreError(operation: "close the temporary file", code: errno) }
+    }
+
+    /// Closes and deletes the temporary file.
+    func discard() {
+        if descriptor >= 0 { Glibc.close(descriptor) }
+        descriptor = -1
+        unlink(path)
+    }
+}
+
+struct StoreError: Error, CustomStringConvertible {
+    var operation: String
+    var code: Int32
+
+    var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
+
+    var description: String { "the server could not \(operation): \(String(cString: strerror(code)))" }
+}
+
+/// A process-wide counter for unique temporary names.
+final class AtomicCounter: Sendable {
+    private let value = Synchronization.Atomic<Int>(0)
+    func next() -> Int { value.add(1, ordering: .relaxed).newValue }
+}
+
+import Synchronization

@@ -1,0 +1,378 @@
+// Shared machinery of counterpart-bench: options, suites, timing, statistics, tables,
+// targets and the machine context. Suites (parsers, and later the server) only use these.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// MARK: - Suites
+
+/// A named group of benchmarks, run by `--only NAME` (or all, by default).
+struct BenchmarkSuite {
+    let name: String
+    let summary: String
+    let sections: [BenchmarkSection]
+}
+
+/// One part of a suite, selectable alone as `--only SUITE/SECTION`.
+struct BenchmarkSection {
+    let name: String
+    let summary: String
+    let run: (BenchContext) -> Void
+}
+
+/// Command-line options, shared by every suite.
+struct BenchOptions {
+    /// `suite` or `suite/section` selectors; empty means everything.
+    var only: [String] = []
+    /// Only benchmarks whose key contains one of these substrings (suites decide what a key is).
+    var filters: [String] = []
+    /// Timed runs per figure (the median is reported).
+    var runs = 5
+    /// Smaller inputs, for a quick look while developing.
+    var quick = false
+
+    static let usage = """
+        usage: counterpart-bench [--only SUITE[/SECTION][,…]] [--filter KEY[,…]] [--runs N] [--quick] [--list]
+
+          --only     run only these suites or sections (e.g. --only parsers, --only parsers/range)
+          --filter   run only the benchmarks whose key contains one of these strings
+                     (e.g. --filter salted; --list shows the keys)
+          --runs     timed runs per figure, default 5 (the median and the min–max are printed)
+          --quick    smaller bodies (1/8 of the size) for a quick look; figures are then indicative only
+          --list     list suites, sections and benchmark keys, and exit
+        """
+
+    func wants(suite: String, section: String) -> Bool {
+        only.isEmpty || only.contains(suite) || only.contains("\(suite)/\(section)")
+    }
+
+    func wants(key: String) -> Bool {
+        filters.isEmpty || filters.contains { key.contains($0) }
+    }
+
+    /// Parses the arguments; on a bad one, prints the usage and exits with status 2.
+    static func parse(_ arguments: [String]) -> (options: BenchOptions, list: Bool) {
+        var options = BenchOptions()
+        var list = false
+        var iterator = arguments.makeIterator()
+        func fail(_ message: String) -> Never {
+            printError("counterpart-bench: \(message)\n\(usage)")
+            exit(2)
+        }
+        func value(of flag: String, inline: String?) -> String {
+            if let inline { return inline }
+            guard let next = iterator.next() else { fail("\(flag) needs a value") }
+            return next
+        }
+        while let argument = iterator.next() {
+            // Both `--flag value` and `--flag=value`.
+            let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+            let flag = parts[0]
+            let inline = parts.count > 1 ? parts[1] : nil
+            switch flag {
+            case "--only":
+                options.only += value(of: flag, inline: inline).split(separator: ",").map(String.init)
+            case "--filter":
+                options.filters += value(of: flag, inline: inline).split(separator: ",").map(String.init)
+            case "--runs":
+                guard let runs = Int(value(of: flag, inline: inline)), runs >= 1 else { fail("--runs needs a positive number") }
+                options.runs = runs
+            case "--quick":
+                options.quick = true
+            case "--list":
+                list = true
+            case "-h", "--help":
+                print(usage)
+                exit(0)
+            default:
+                fail("unknown argument \(argument)")
+            }
+        }
+        return (options, list)
+    }
+}
+
+/// What a section gets: the options, and where to put its target checks.
+final class BenchContext {
+    let options: BenchOptions
+    private(set) var targets: [TargetCheck] = []
+
+    init(options: BenchOptions) { self.options = options }
+
+    func record(_ target: TargetCheck) { targets.append(target) }
+}
+
+// MARK: - Timing and statistics
+
+/// Monotonic time, in nanoseconds.
+@inline(__always)
+func monotonicNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+}
+
+/// Seconds taken by `work`.
+@inline(__always)
+func seconds(_ work: () throws -> Void) rethrows -> Double {
+    let start = monotonicNanoseconds()
+    try work()
+    return Double(monotonicNanoseconds() - start) / 1e9
+}
+
+/// The figures of several runs.
+struct Samples {
+    private(set) var values: [Double] = []
+
+    init(_ values: [Double] = []) { self.values = values }
+
+    mutating func append(_ value: Double) { values.append(value) }
+
+    var isEmpty: Bool { values.isEmpty }
+
+    var median: Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
+    var min: Double { values.min() ?? .nan }
+    var max: Double { values.max() ?? .nan }
+
+    /// The same samples mapped one by one (e.g. seconds to a rate).
+    func map(_ transform: (Double) -> Double) -> Samples { Samples(values.map(transform)) }
+
+    /// `median [min–max]`, with `decimals` digits.
+    func formatted(decimals: Int = 0) -> String {
+        guard !values.isEmpty else { return "—" }
+        return "\(format(median, decimals: decimals)) [\(format(min, decimals: decimals))–\(format(max, decimals: decimals))]"
+    }
+}
+
+/// Keeps a value alive as far as the optimizer can tell.
+@inline(never)
+func blackHole<T>(_ value: T) {
+    withExtendedLifetime(value) {}
+}
+
+// MARK: - Formatting
+
+/// `value` with `decimals` digits after the point and thin thousands separators (`,`).
+func format(_ value: Double, decimals: Int = 0) -> String {
+    guard value.isFinite else { return value.isNaN ? "—" : "∞" }
+    var scale = 1.0
+    for _ in 0..<decimals { scale *= 10 }
+    let scaled = (abs(value) * scale).rounded()
+    let whole = UInt64(scaled / scale)
+    let fraction = UInt64(scaled - Double(whole) * scale)
+    var digits = String(whole)
+    var grouped = ""
+    while digits.count > 3 {
+        grouped = "," + digits.suffix(3) + grouped
+        digits.removeLast(3)
+    }
+    grouped = digits + grouped
+    if decimals > 0 {
+        let fractionText = String(fraction)
+        grouped += "." + String(repeating: "0", count: decimals - fractionText.count) + fractionText
+    }
+    return (value < 0 && scaled != 0 ? "-" : "") + grouped
+}
+
+func format(_ value: Int) -> String { format(Double(value)) }
+
+/// A byte count in binary units when it is a round one (`256 MiB`), else in bytes.
+func formatBytes(_ count: Int) -> String {
+    if count >= 1 << 20, count % (1 << 20) == 0 { return "\(count >> 20) MiB" }
+    if count >= 1 << 10, count % (1 << 10) == 0 { return "\(count >> 10) KiB" }
+    return "\(format(count)) B"
+}
+
+/// A plain text table with columns sized to their contents.
+struct Table {
+    enum Alignment { case left, right }
+
+    let headers: [String]
+    let alignments: [Alignment]
+    private var rows: [[String]] = []
+
+    init(_ columns: [(String, Alignment)]) {
+        headers = columns.map(\.0)
+        alignments = columns.map(\.1)
+    }
+
+    mutating func append(_ row: [String]) {
+        precondition(row.count == headers.count, "a row needs one cell per column")
+        rows.append(row)
+    }
+
+    func render(indent: String = "  ") -> String {
+        var widths = headers.map(\.count)
+        for row in rows {
+            for (index, cell) in row.enumerated() { widths[index] = Swift.max(widths[index], cell.count) }
+        }
+        func line(_ cells: [String]) -> String {
+            var text = indent
+            for (index, cell) in cells.enumerated() {
+                let padding = String(repeating: " ", count: widths[index] - cell.count)
+                text += alignments[index] == .left ? cell + padding : padding + cell
+                if index < cells.count - 1 { text += "  " }
+            }
+            while text.last == " " { text.removeLast() }
+            return text
+        }
+        var lines = [line(headers)]
+        lines.append(indent + widths.map { String(repeating: "-", count: $0) }.joined(separator: "  "))
+        lines += rows.map(line)
+        return lines.joined(separator: "\n")
+    }
+}
+
+func printError(_ text: String) {
+    var standardError = StandardError()
+    print(text, to: &standardError)
+}
+
+private struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) { writeToStandardError(string) }
+}
+
+private func writeToStandardError(_ string: String) {
+    flushOutput()
+    var text = string
+    text.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+            if written <= 0 { break }
+            offset += written
+        }
+    }
+}
+
+/// Flushes standard output (all C streams), so progress shows while a benchmark runs.
+func flushOutput() { fflush(nil) }
+
+// MARK: - Targets
+
+/// A figure set by the issue, checked against a measurement.
+struct TargetCheck {
+    let name: String
+    /// The measured median.
+    let measured: Double
+    /// At least this much passes.
+    let target: Double
+    let unit: String
+    /// Where the target comes from.
+    let source: String
+
+    var passes: Bool { measured >= target }
+}
+
+func renderTargets(_ targets: [TargetCheck]) -> String {
+    var table = Table([
+        ("target (median ≥ target passes)", .left), ("measured", .right), ("target", .right),
+        ("", .left), ("of target", .right), ("result", .left), ("source", .left),
+    ])
+    for target in targets {
+        table.append([
+            target.name, format(target.measured), "≥ " + format(target.target), target.unit,
+            format(100 * target.measured / target.target) + " %", target.passes ? "PASS" : "BELOW", target.source,
+        ])
+    }
+    return table.render()
+}
+
+// MARK: - Machine context
+
+/// What the machine was like when the figures were taken: the machine is shared and noisy.
+enum MachineContext {
+    static func date() -> String {
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        var buffer = [CChar](repeating: 0, count: 64)
+        let length = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S %z", &parts)
+        return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func loadAverage() -> String {
+        guard let text = readTextFile("/proc/loadavg") else { return "unknown" }
+        // "0.65 0.19 0.05 2/89 6367": 1, 5, 15 minutes, runnable/total tasks, last pid.
+        let fields = text.split(separator: " ")
+        guard fields.count >= 4 else { return text }
+        return "\(fields[0]) \(fields[1]) \(fields[2]) (1/5/15 min; runnable/tasks \(fields[3]))"
+    }
+
+    static func processorCount() -> String {
+        let online = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+        // What `nproc` prints: the CPUs this process may run on (its affinity mask), which
+        // /proc/self/status lists as e.g. "Cpus_allowed_list:\t0-1".
+        let status = readTextFile("/proc/self/status") ?? ""
+        for line in status.split(separator: "\n") where line.hasPrefix("Cpus_allowed_list:") {
+            let list = line.dropFirst("Cpus_allowed_list:".count).filter { $0 != " " && $0 != "\t" }
+            var usable = 0
+            for item in list.split(separator: ",") {
+                let bounds = item.split(separator: "-").compactMap { Int($0) }
+                if bounds.count == 2 { usable += bounds[1] - bounds[0] + 1 } else if bounds.count == 1 { usable += 1 }
+            }
+            return "\(usable) (nproc; \(online) online)"
+        }
+        return "\(online) online"
+    }
+
+    static func processorModel() -> String {
+        guard let text = readTextFile("/proc/cpuinfo") else { return "unknown" }
+        for line in text.split(separator: "\n") where line.hasPrefix("model name") {
+            if let colon = line.firstIndex(of: ":") {
+                return String(line[line.index(after: colon)...].drop { $0 == " " || $0 == "\t" })
+            }
+        }
+        return "unknown"
+    }
+
+    static func kernel() -> String {
+        var names = utsname()
+        uname(&names)
+        func text<T>(_ field: T) -> String {
+            withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        return "\(text(names.sysname)) \(text(names.release)) \(text(names.machine))"
+    }
+
+    static func buildConfiguration() -> String {
+        var configuration: String
+        #if DEBUG
+        configuration = "DEBUG build (-Onone): figures are meaningless, use `swift build -c release`"
+        #else
+        configuration = "release (optimized, no DEBUG)"
+        #endif
+        #if compiler(>=6.3)
+        configuration += ", Swift compiler ≥ 6.3"
+        #elseif compiler(>=6.0)
+        configuration += ", Swift compiler 6.0–6.2"
+        #endif
+        return configuration
+    }
+
+    static func readTextFile(_ path: String) -> String? {
+        guard let file = fopen(path, "r") else { return nil }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, file)
+            if count <= 0 { break }
+            bytes += buffer[0..<count]
+        }
+        var text = String(decoding: bytes, as: UTF8.self)
+        while text.last == "\n" { text.removeLast() }
+        return text
+    }
+}

@@ -1,0 +1,66 @@
+// counterpart-bench: performance report of Counterpart (run by `make bench`).
+//
+// Each suite is a `BenchmarkSuite` (see BenchSupport.swift) listed below; a new one (e.g. the
+// end-to-end server benchmarks) is added to `suites` and then runs by default and with
+// `--only NAME`. The program prints a report and always exits 0 when it ran: the targets
+// are printed as PASS/BELOW, not enforced.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+let suites: [BenchmarkSuite] = [
+    ParserBenchmarks.suite,
+]
+
+let (options, listOnly) = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
+
+if listOnly {
+    for suite in suites {
+        print("\(suite.name): \(suite.summary)")
+        for section in suite.sections { print("  \(suite.name)/\(section.name): \(section.summary)") }
+    }
+    exit(0)
+}
+
+let known = Set(suites.flatMap { suite in [suite.name] + suite.sections.map { "\(suite.name)/\($0.name)" } })
+if let unknown = options.only.first(where: { !known.contains($0) }) {
+    printError("counterpart-bench: no suite or section \"\(unknown)\"; known: \(known.sorted().joined(separator: ", "))")
+    exit(2)
+}
+
+let startTime = monotonicNanoseconds()
+print("""
+    counterpart-bench — \(MachineContext.date())
+      machine:   \(MachineContext.processorModel()), CPUs: \(MachineContext.processorCount()), \(MachineContext.kernel())
+      load avg:  \(MachineContext.loadAverage()) at start
+      build:     \(MachineContext.buildConfiguration())
+      method:    each figure is the median of \(options.runs) timed run(s) after one warm-up, [min–max] beside it\
+    \(options.quick ? "\n  QUICK MODE: bodies are 1/8 of their size; figures are indicative only" : "")
+    """)
+flushOutput()
+
+let context = BenchContext(options: options)
+for suite in suites {
+    for section in suite.sections where options.wants(suite: suite.name, section: section.name) {
+        section.run(context)
+        flushOutput()
+    }
+}
+
+if !context.targets.isEmpty {
+    print("\nTargets (from the issue; a report, not a test: the exit status is 0 either way)")
+    print(renderTargets(context.targets))
+}
+
+let elapsed = Double(monotonicNanoseconds() - startTime) / 1e9
+print("""
+
+    load avg:  \(MachineContext.loadAverage()) at end
+    total:     \(format(elapsed, decimals: 1)) s
+    """)
+exit(0)

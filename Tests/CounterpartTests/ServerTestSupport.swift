@@ -1,0 +1,178 @@
+import Counterpart
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+
+/// A server on a free port with its own temporary root and uploads folders, stopped and
+/// removed when the value goes away.
+final class TestServer: @unchecked Sendable {
+    let server: CounterpartServer
+    let root: URL
+    let uploads: URL
+    private let folder: URL
+
+    init(configure: (inout Configuration) -> Void = { _ in }, populate: (URL) throws -> Void = { _ in }) throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("counterpart-test-\(UUID().uuidString)")
+        root = folder.appendingPathComponent("public")
+        uploads = folder.appendingPathComponent("uploads")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try populate(root)
+        var configuration = Configuration(root: root.path, uploads: uploads.path)
+        configure(&configuration)
+        server = try CounterpartServer(configuration)
+    }
+
+    deinit {
+        server.stop(grace: .seconds(1))
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    func url(_ path: String) -> String { server.baseURL.absoluteString + path }
+
+    /// The names in the uploads folder, hidden temporary files included.
+    func uploadedNames() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).sorted()
+    }
+
+    /// Waits until `condition` holds (requests complete on server threads), up to 5 s.
+    func eventually(_ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            if condition() { return true }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return condition()
+    }
+}
+
+/// What a curl run saw.
+struct CurlResult {
+    var exitCode: Int32
+    var status: Int
+    /// Header fields of the last response, in order.
+    var headers: [(name: String, value: String)]
+    var body: Data
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    var text: String { String(decoding: body, as: UTF8.self) }
+
+    func json() throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any], "not a JSON object: \(text)")
+    }
+}
+
+/// Runs /usr/bin/curl with `arguments` and returns the response it got.
+func curl(_ arguments: [String], stdin: Data? = nil) throws -> CurlResult {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("curl-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: scratch) }
+    let headerFile = scratch.appendingPathComponent("headers")
+    let bodyFile = scratch.appendingPathComponent("body")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+    process.arguments = ["--silent", "--show-error", "--max-time", "30", "--dump-header", headerFile.path,
+                         "--output", bodyFile.path] + arguments
+    let errors = Pipe()
+    process.standardError = errors
+    let input = Pipe()
+    if stdin != nil { process.standardInput = input }
+    try process.run()
+    if let stdin {
+        input.fileHandleForWriting.write(stdin)
+        try input.fileHandleForWriting.close()
+    }
+    process.waitUntilExit()
+    _ = errors.fileHandleForReading.readDataToEndOfFile()
+    let headerText = (try? String(contentsOf: headerFile, encoding: .isoLatin1)) ?? ""
+    // With --dump-header, curl writes the headers of every response (100 Continue,
+    // redirects): the last block is the final response.
+    let blocks = headerText.components(separatedBy: "\r\n\r\n").filter { !$0.isEmpty }
+    let lines = (blocks.last ?? "").components(separatedBy: "\r\n")
+    let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+    let headers = lines.dropFirst().compactMap { line -> (String, String)? in
+        guard let colon = line.firstIndex(of: ":") else { return nil }
+        return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+    }
+    let body = (try? Data(contentsOf: bodyFile)) ?? Data()
+    return CurlResult(exitCode: process.terminationStatus, status: status, headers: headers, body: body)
+}
+
+/// The SHA-256 of `data`, by sha256sum (an independent implementation).
+func sha256(_ data: Data) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
+    let input = Pipe()
+    let output = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    try process.run()
+    DispatchQueue.global().async {
+        input.fileHandleForWriting.write(data)
+        try? input.fileHandleForWriting.close()
+    }
+    let result = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: result.prefix(64), as: UTF8.self)
+}
+
+/// Deterministic bytes for test files.
+func testBytes(count: Int, seed: UInt64 = 1) -> Data {
+    var state = seed
+    var data = Data(capacity: count)
+    for _ in 0..<count {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        data.append(UInt8(truncatingIfNeeded: state >> 33))
+    }
+    return data
+}
+
+/// A URLSession that neither caches nor reuses state between tests.
+func makeSession() -> URLSession {
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+    configuration.urlCache = nil
+    configuration.timeoutIntervalForRequest = 30
+    return URLSession(configuration: configuration)
+}
+
+extension HTTPURLResponse {
+    func header(_ name: String) -> String? { value(forHTTPHeaderField: name) }
+}
+
+/// Sends raw bytes on a TCP connection and returns what comes back until the server
+/// closes or `timeout` passes; with `closeAfterSending`, hangs up right after sending.
+func rawExchange(port: UInt16, _ request: [UInt8], closeAfterSending: Bool = false, timeout: Double = 5) throws -> [UInt8] {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #expect(socket >= 0)
+    defer { close(socket) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    #expect(connected == 0)
+    var seconds = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
+    setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
+    var sent = 0
+    while sent < request.count {
+        let n = request[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if n <= 0 { break }
+        sent += n
+    }
+    if closeAfterSending { return [] }
+    var response: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let n = recv(socket, &buffer, buffer.count, 0)
+        if n <= 0 { break }
+        response += buffer[0..<n]
+    }
+    return response
+}
