@@ -176,3 +176,23 @@ func rawExchange(port: UInt16, _ request: [UInt8], closeAfterSending: Bool = fal
     }
     return response
 }
+
+/// Runs a blocking call on a thread of its own (not the tests' cooperative pool, which a
+/// blocking call could starve) and waits for its result.
+final class BackgroundCall<T>: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<T, any Error>?
+
+    init(_ body: @escaping @Sendable () throws -> T) {
+        let thread = Thread { [self] in
+            result = Result { try body() }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    func wait() throws -> T {
+        done.wait()
+        return try result!.get()
+    }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import Testing
+
+/// The built `counterpart` executable, next to the test bundle.
+func counterpartExecutable() throws -> URL {
+    let candidates = [
+        URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0]).deletingLastPathComponent(),
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/debug"),
+    ].map { $0.appendingPathComponent("counterpart") }
+    return try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
+                        "build the counterpart product first (swift build)")
+}
+
+/// A `counterpart` process with its pipes.
+final class CommandRun {
+    let process = Process()
+    let output = Pipe()
+    let errors = Pipe()
+
+    init(_ arguments: [String], in folder: URL? = nil) throws {
+        process.executableURL = try counterpartExecutable()
+        process.arguments = arguments
+        process.standardOutput = output
+        process.standardError = errors
+        if let folder { process.currentDirectoryURL = folder }
+        try process.run()
+    }
+
+    /// The first line on stdout (the `listening on` line).
+    func firstLine() -> String {
+        var line = Data()
+        while true {
+            let byte = output.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data("\n".utf8) { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    func waitForExit() -> (status: Int32, stdout: String, stderr: String) {
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+    }
+}
+
+func makeFolder() throws -> URL {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("command-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder.appendingPathComponent("public"), withIntermediateDirectories: true)
+    return folder
+}
+
+@Suite("The command")
+struct CommandTests {
+    @Test func printsOneListeningLineServesAndStopsOnSIGTERM() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("hi".utf8).write(to: folder.appendingPathComponent("public/hi.txt"))
+        let run = try CommandRun(["--port", "0"], in: folder)
+        let line = run.firstLine()
+        #expect(line.hasPrefix("listening on http://127.0.0.1:"))
+        let base = String(line.dropFirst("listening on ".count))
+        #expect(try curl([base + "/hi.txt"]).text == "hi")
+        // Defaults: ./public served, ./uploads created.
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("uploads").path))
+        run.process.terminate()
+        let result = run.waitForExit()
+        #expect(result.status == 0)
+        #expect(result.stdout.isEmpty, "more than one line on stdout: \(result.stdout)")
+        // One access-log line per request: method, path, status, bytes, duration.
+        #expect(result.stderr.contains("127.0.0.1 GET /hi.txt 200 2 "))
+    }
+
+    @Test func quietLogsNothingPerRequest() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try CommandRun(["--port", "0", "--quiet", "--root", folder.appendingPathComponent("public").path,
+                                  "--uploads", folder.appendingPathComponent("up").path])
+        let base = String(run.firstLine().dropFirst("listening on ".count))
+        _ = try curl([base + "/missing"])
+        kill(run.process.processIdentifier, SIGINT)
+        let result = run.waitForExit()
+        #expect(result.status == 0)
+        #expect(!result.stderr.contains("/missing"))
+    }
+
+    @Test(arguments: [
+        (["--port", "http"], "--port"), (["--port"], "--port"), (["--bogus"], "--bogus"),
+        (["--max-upload-bytes", "lots"], "--max-upload-bytes"), (["--threads", "-1"], "--threads"),
+        (["stray"], "stray"), (["--quiet=yes"], "--quiet"),
+    ])
+    func badFlagsExitWith2AndNameTheFlag(_ arguments: [String], _ named: String) throws {
+        let result = try CommandRun(arguments).waitForExit()
+        #expect(result.status == 2)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("counterpart: ") == true)
+        #expect(lines.first?.contains(named) == true)
+        #expect(result.stderr.contains("usage: counterpart"))
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test func helpPrintsUsage() throws {
+        let result = try CommandRun(["--help"]).waitForExit()
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("--max-upload-bytes"))
+    }
+
+    @Test func aMissingRootIsAClearError() throws {
+        let result = try CommandRun(["--port", "0", "--root", "/nonexistent/folder"]).waitForExit()
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("/nonexistent/folder"))
+    }
+
+    @Test func stopRemovesPartialUploadsAndStartCleansACrashsLeftovers() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let uploads = folder.appendingPathComponent("uploads")
+        try FileManager.default.createDirectory(at: uploads, withIntermediateDirectories: true)
+        // A temporary file of a server that crashed (no such process).
+        try Data("stale".utf8).write(to: uploads.appendingPathComponent(".counterpart-999999999-1.part"))
+        try Data("kept".utf8).write(to: uploads.appendingPathComponent("done.txt"))
+
+        let run = try CommandRun(["--port", "0"], in: folder)
+        let base = String(run.firstLine().dropFirst("listening on ".count))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: uploads.path) == ["done.txt"])
+
+        // An upload that stalls halfway: its temporary file exists until the server stops.
+        let port = UInt16(base.split(separator: ":").last!)!
+        let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n"
+        let part = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"stalled.bin\"\r\n\r\npartial data".utf8)
+        let client = BackgroundCall { try rawExchange(port: port, Array(head.utf8) + part, timeout: 10) }
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline, !((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).contains(where: { $0.hasSuffix(".part") }) {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: uploads.path).contains { $0.hasSuffix(".part") })
+
+        run.process.terminate()
+        let started = Date()
+        let result = run.waitForExit()
+        #expect(result.status == 0)
+        // The stalled request outlived the grace period and was cut.
+        #expect(Date().timeIntervalSince(started) < 15)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: uploads.path) == ["done.txt"])
+        _ = try? client.wait()
+    }
+}

@@ -1,0 +1,298 @@
+import Counterpart
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPTransfer
+import Testing
+
+/// Writes `data` to a fresh temporary file named `name` and returns its path.
+func temporaryFile(_ name: String, _ data: Data) throws -> String {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upload-src-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    let url = folder.appendingPathComponent(name)
+    try data.write(to: url)
+    return url.path
+}
+
+/// Posts a hand-built body with curl.
+func postBody(_ body: [UInt8], contentType: String, to url: String, extra: [String] = []) throws -> CurlResult {
+    let path = try temporaryFile("body", Data(body))
+    return try curl(["-H", "Content-Type: \(contentType)", "--data-binary", "@\(path)"] + extra + [url])
+}
+
+@Suite("Uploads: POST /upload")
+struct UploadTests {
+    let server: TestServer
+    init() throws { server = try TestServer() }
+
+    @Test func aFileAndAFieldAreStoredAndReported() throws {
+        let png = testBytes(count: 48_213, seed: 7)
+        let path = try temporaryFile("Snip20151228_572.png", png)
+        let result = try curl(["-F", "username=dashen9", "-F", "file=@\(path);type=image/png", server.url("/upload")])
+        #expect(result.status == 200)
+        #expect(result.header("Content-Type") == "application/json")
+        let json = try result.json()
+        let fields = try #require(json["fields"] as? [[String: Any]])
+        #expect(fields.count == 1)
+        #expect(fields[0]["name"] as? String == "username")
+        #expect(fields[0]["value"] as? String == "dashen9")
+        let files = try #require(json["files"] as? [[String: Any]])
+        #expect(files.count == 1)
+        #expect(files[0]["field"] as? String == "file")
+        #expect(files[0]["filename"] as? String == "Snip20151228_572.png")
+        #expect(files[0]["contentType"] as? String == "image/png")
+        #expect(files[0]["size"] as? Int == 48_213)
+        #expect(files[0]["sha256"] as? String == (try sha256(png)))
+        #expect(files[0]["url"] as? String == "/uploads/Snip20151228_572.png")
+        // The keys come in the contract's order.
+        #expect(result.text.hasPrefix("{\"fields\":[{\"name\":\"username\",\"value\":\"dashen9\"}],\"files\":[{\"field\":\"file\",\"filename\":"))
+        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("Snip20151228_572.png")) == png)
+        #expect(server.uploadedNames() == ["Snip20151228_572.png"])
+    }
+
+    @Test func severalFilesAndRepeatedNamesKeepTheirOrder() throws {
+        let one = try temporaryFile("one.txt", Data("1".utf8))
+        let two = try temporaryFile("two.txt", Data("22".utf8))
+        let result = try curl(["-F", "tag=a", "-F", "f=@\(one)", "-F", "tag=b", "-F", "f=@\(two)", "-F", "f=@\(one)", server.url("/upload")])
+        let json = try result.json()
+        let fields = try #require(json["fields"] as? [[String: Any]])
+        #expect(fields.map { $0["value"] as? String } == ["a", "b"])
+        let files = try #require(json["files"] as? [[String: Any]])
+        #expect(files.map { $0["filename"] as? String } == ["one.txt", "two.txt", "one.txt"])
+        #expect(files.map { $0["url"] as? String } == ["/uploads/one.txt", "/uploads/two.txt", "/uploads/one-1.txt"])
+        #expect(files.map { $0["size"] as? Int } == [1, 2, 1])
+    }
+
+    @Test func anEmptyFile() throws {
+        let empty = try temporaryFile("empty.bin", Data())
+        let files = try #require(try curl(["-F", "f=@\(empty)", server.url("/upload")]).json()["files"] as? [[String: Any]])
+        #expect(files.first?["size"] as? Int == 0)
+        #expect(files.first?["sha256"] as? String == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(server.uploadedNames() == ["empty.bin"])
+    }
+
+    @Test func partsWithoutContentTypeGetTheDefaults() throws {
+        let body = Array("--b\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x.dat\"\r\n\r\nxyz\r\n--b--\r\n".utf8)
+        let result = try postBody(body, contentType: "multipart/form-data; boundary=b", to: server.url("/upload"))
+        let files = try #require(try result.json()["files"] as? [[String: Any]])
+        #expect(files.first?["contentType"] as? String == "application/octet-stream")
+        // The text field's default type is not part of the JSON, but the field is there.
+        #expect((try result.json()["fields"] as? [[String: Any]])?.first?["value"] as? String == "hi")
+    }
+
+    @Test func aFieldThatIsNotUTF8IsGivenInBase64() throws {
+        let body = Array("--b\r\nContent-Disposition: form-data; name=\"raw\"\r\n\r\n".utf8) + [0xFF, 0xFE, 0x00, 0x41] + Array("\r\n--b--".utf8)
+        let result = try postBody(body, contentType: "multipart/form-data; boundary=b", to: server.url("/upload"))
+        let field = try #require((try result.json()["fields"] as? [[String: Any]])?.first)
+        #expect(field["value"] == nil)
+        #expect(field["valueBase64"] as? String == "//4AQQ==")
+    }
+
+    @Test func theMediaTypeIsCaseInsensitiveAndTheBoundaryMayBeQuoted() throws {
+        let body = Array("--a b\r\nContent-Disposition: form-data; name=\"k\"\r\n\r\nv\r\n--a b--".utf8)
+        let result = try postBody(body, contentType: "Multipart/Form-Data; Boundary=\"a b\"", to: server.url("/upload"))
+        #expect(result.status == 200)
+    }
+
+    @Test func clientFilenamesAreMadeSafeAndReportedAsSent() throws {
+        let names = ["../../etc/passwd", "C:\\Users\\me\\photo.jpg", ".htaccess", "evil\u{202E}gnp.exe", "tab\there.txt",
+                     "", String(repeating: "long", count: 75) + ".txt", "...", "照片.png"]
+        var writer = MultipartWriter(boundary: try MultipartBoundary("x"))
+        var body: [UInt8] = []
+        for name in names {
+            body += writer.beginPart(headers: MultipartWriter.formDataHeaders(name: "f", filename: name))
+            body += Array("data".utf8)
+        }
+        body += writer.finish()
+        let result = try postBody(body, contentType: "multipart/form-data; boundary=x", to: server.url("/upload"))
+        let files = try #require(try result.json()["files"] as? [[String: Any]])
+        #expect(files.map { $0["filename"] as? String } == names)
+        let stored = files.compactMap { ($0["url"] as? String)?.dropFirst("/uploads/".count) }.map { PercentDecodingForTests.decode(String($0)) }
+        #expect(Array(stored.prefix(6)) == ["passwd", "photo.jpg", "htaccess", "evilgnp.exe", "tabhere.txt", "upload"])
+        #expect(stored[6].utf8.count <= 200 && stored[6].hasSuffix(".txt"))
+        #expect(stored[7] == "upload-1")
+        #expect(stored[8] == "照片.png")
+        // Everything landed inside the uploads folder, nowhere else.
+        #expect(server.uploadedNames().count == names.count)
+        #expect(!FileManager.default.fileExists(atPath: server.uploads.deletingLastPathComponent().appendingPathComponent("passwd").path))
+    }
+
+    @Test func concurrentUploadsOfOneNameNeverOverwrite() async throws {
+        let path = try temporaryFile("same.txt", Data("x".utf8))
+        let url = server.url("/upload")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 { group.addTask { _ = try curl(["-F", "f=@\(path)", url]) } }
+            try await group.waitForAll()
+        }
+        #expect(server.uploadedNames() == ["same-1.txt", "same-2.txt", "same-3.txt", "same-4.txt", "same-5.txt", "same-6.txt", "same-7.txt", "same.txt"])
+    }
+
+    @Test func aBigUploadWithExpect100ContinueRoundTripsThroughRange() throws {
+        let data = testBytes(count: 3_000_000, seed: 3)
+        let path = try temporaryFile("big.bin", data)
+        let result = try curl(["-H", "Expect: 100-continue", "-F", "file=@\(path)", server.url("/upload")])
+        #expect(result.status == 200)
+        let file = try #require((try result.json()["files"] as? [[String: Any]])?.first)
+        let url = try #require(file["url"] as? String)
+        var assembled = Data()
+        var offset = 0
+        while offset < data.count {
+            let last = min(offset + 1_000_000, data.count) - 1
+            let piece = try curl(["-r", "\(offset)-\(last)", server.url(url)])
+            #expect(piece.status == 206)
+            assembled += piece.body
+            offset = last + 1
+        }
+        #expect(assembled == data)
+        #expect(file["sha256"] as? String == (try sha256(assembled)))
+    }
+
+    @Test func browsersGetAnHTMLPage() throws {
+        let path = try temporaryFile("page <b>.txt", Data("x".utf8))
+        let result = try curl(["-H", "Accept: text/html,application/xhtml+xml,*/*;q=0.8", "-F", "who=me", "-F", "f=@\(path)", server.url("/upload")])
+        #expect(result.status == 200)
+        #expect(result.header("Content-Type") == "text/html; charset=utf-8")
+        #expect(result.text.contains("page &lt;b&gt;.txt"))
+        #expect(result.text.contains("/uploads/page%20%3Cb%3E.txt"))
+        #expect(result.text.contains("<td>who</td><td>me</td>"))
+    }
+
+    @Test func urlSessionUploadsAHandBuiltBody() async throws {
+        let boundary = MultipartBoundary.random()
+        let body = MultipartWriter.formData([
+            (MultipartWriter.formDataHeaders(name: "username"), Array("dashen9".utf8)),
+            (MultipartWriter.formDataHeaders(name: "file", filename: "u.bin", contentType: "application/x-test"), [UInt8](testBytes(count: 70_000))),
+        ], boundary: boundary)
+        var request = URLRequest(url: URL(string: server.url("/upload"))!)
+        request.httpMethod = "POST"
+        request.setValue("multipart/form-data; boundary=\(boundary.value)", forHTTPHeaderField: "Content-Type")
+        let (data, response) = try await makeSession().upload(for: request, from: Data(body))
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        let json = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let file = try #require((json["files"] as? [[String: Any]])?.first)
+        #expect(file["size"] as? Int == 70_000)
+        #expect(file["contentType"] as? String == "application/x-test")
+    }
+}
+
+@Suite("Uploads: errors leave nothing behind")
+struct UploadErrorTests {
+    let server: TestServer
+    init() throws {
+        server = try TestServer { configuration in
+            configuration.maxUploadBytes = 200_000
+            configuration.multipartLimits = MultipartLimits(maxParts: 5, maxFieldBytes: 100)
+        }
+    }
+
+    func expectNothingStored() {
+        #expect(server.eventually { server.uploadedNames().isEmpty }, "left behind: \(server.uploadedNames())")
+    }
+
+    @Test(arguments: ["GET", "PUT", "DELETE", "PATCH", "post"])
+    func otherMethodsAre405(_ method: String) throws {
+        let result = try curl(["-X", method, server.url("/upload")])
+        #expect(result.status == 405)
+        #expect(result.header("Allow") == "POST, OPTIONS")
+        #expect(try result.json()["error"] is String)
+    }
+
+    @Test func optionsListsTheMethods() throws {
+        let result = try curl(["-X", "OPTIONS", server.url("/upload")])
+        #expect(result.status == 204)
+        #expect(result.header("Allow") == "POST, OPTIONS")
+    }
+
+    @Test(arguments: ["application/json", "text/plain", "application/x-www-form-urlencoded", "multipart/mixed; boundary=x"])
+    func notFormDataIs415(_ type: String) throws {
+        let result = try curl(["-H", "Content-Type: \(type)", "--data-binary", "x", server.url("/upload")])
+        #expect(result.status == 415)
+        #expect((try result.json()["error"] as? String)?.contains("multipart/form-data") == true)
+    }
+
+    @Test func noContentTypeIs415() throws {
+        #expect(try curl(["-X", "POST", server.url("/upload")]).status == 415)
+    }
+
+    @Test(arguments: ["multipart/form-data", "multipart/form-data; boundary=", "multipart/form-data; boundary=*****",
+                      "multipart/form-data; boundary=\"unterminated"])
+    func aMissingOrInvalidBoundaryIs400(_ type: String) throws {
+        let result = try curl(["-H", "Content-Type: \(type)", "--data-binary", "x", server.url("/upload")])
+        #expect(result.status == 400)
+        #expect((try result.json()["error"] as? String)?.contains("boundary") == true)
+    }
+
+    @Test func aBodyOverTheLimitIs413BeforeItIsSent() throws {
+        let path = try temporaryFile("big.bin", testBytes(count: 300_000))
+        let result = try curl(["-H", "Expect: 100-continue", "-F", "f=@\(path)", server.url("/upload")])
+        #expect(result.status == 413)
+        #expect((try result.json()["error"] as? String)?.contains("200000") == true)
+        expectNothingStored()
+    }
+
+    @Test func aChunkedBodyOverTheLimitIs413() throws {
+        let path = try temporaryFile("big.bin", testBytes(count: 300_000))
+        let result = try curl(["-H", "Transfer-Encoding: chunked", "-F", "f=@\(path)", server.url("/upload")])
+        #expect(result.status == 413)
+        expectNothingStored()
+    }
+
+    @Test func aTruncatedBodyIs400() throws {
+        let body = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"cut.bin\"\r\n\r\n".utf8) + [UInt8](testBytes(count: 50_000))
+        let result = try postBody(body, contentType: "multipart/form-data; boundary=b", to: server.url("/upload"))
+        #expect(result.status == 400)
+        #expect((try result.json()["error"] as? String)?.contains("truncated") == true)
+        expectNothingStored()
+    }
+
+    @Test func anErrorAfterACompleteFileRemovesThatFileToo() throws {
+        let body = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"ok.txt\"\r\n\r\nfine\r\n--b\r\nno colon here\r\n\r\nx\r\n--b--".utf8)
+        let result = try postBody(body, contentType: "multipart/form-data; boundary=b", to: server.url("/upload"))
+        #expect(result.status == 400)
+        #expect((try result.json()["error"] as? String)?.contains("part 2") == true)
+        expectNothingStored()
+    }
+
+    @Test func tooManyPartsIs413() throws {
+        let body = MultipartWriter.formData((0..<6).map { (MultipartWriter.formDataHeaders(name: "f\($0)", filename: "\($0).txt"), [0x61]) },
+                                            boundary: try MultipartBoundary("b"))
+        let result = try postBody(body, contentType: "multipart/form-data; boundary=b", to: server.url("/upload"))
+        #expect(result.status == 413)
+        expectNothingStored()
+    }
+
+    @Test func tooManyFieldBytesIs413() throws {
+        let result = try curl(["-F", "a=\(String(repeating: "x", count: 60))", "-F", "b=\(String(repeating: "y", count: 60))", server.url("/upload")])
+        #expect(result.status == 413)
+    }
+
+    @Test func theWrongBoundaryInTheBodyIs400AndSaysSo() throws {
+        let body = Array("--other\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nv\r\n--other--".utf8)
+        let result = try postBody(body, contentType: "multipart/form-data; boundary=declared", to: server.url("/upload"))
+        #expect(result.status == 400)
+        #expect(try result.json()["error"] as? String
+            == "the body contains no delimiter line \"--declared\" (the boundary from Content-Type); the body starts with \"--other\"")
+    }
+
+    @Test func aClientThatHangsUpHalfwayLeavesNothing() throws {
+        let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 150000\r\n\r\n"
+        let part = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"half.bin\"\r\n\r\n".utf8) + [UInt8](testBytes(count: 70_000))
+        _ = try rawExchange(port: server.server.port, Array(head.utf8) + part, closeAfterSending: true)
+        expectNothingStored()
+        // And the server goes on serving.
+        #expect(try curl(["-F", "a=1", server.url("/upload")]).status == 200)
+    }
+
+    @Test func aClientThatHangsUpAfterACompleteFileLeavesNothing() throws {
+        let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 150000\r\n\r\n"
+        let body = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"done.txt\"\r\n\r\ncomplete\r\n--b\r\nContent-Disposition: form-data; name=\"g\"; filename=\"next.txt\"\r\n\r\npart".utf8)
+        _ = try rawExchange(port: server.server.port, Array(head.utf8) + body, closeAfterSending: true)
+        expectNothingStored()
+    }
+}
+
+/// Percent-decoding for checking URLs in tests.
+enum PercentDecodingForTests {
+    static func decode(_ text: String) -> String { text.removingPercentEncoding ?? text }
+}
