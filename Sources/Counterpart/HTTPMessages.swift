@@ -22,7 +22,7 @@ struct RequestHead: Sendable {
     func header(_ name: String) -> String? {
         headers.first { field in
             field.name.utf8.count == name.utf8.count
-                && zip(field.name.utf8, name.utf8).allSatisfy { ($0 | 0x20) == ($1 | 0x20) }
+                && zip(field.name.utf8, name.utf8).allSatisfy { asciiLowercase($0) == asciiLowercase($1) }
         }?.value
     }
 
@@ -38,6 +38,10 @@ struct RequestHead: Sendable {
         guard let argument = query.first(where: { $0.name == name }) else { return nil }
         return .some(argument.value.map { PercentDecoding.decode($0, plusAsSpace: true) ?? $0 })
     }
+}
+
+private func asciiLowercase(_ byte: UInt8) -> UInt8 {
+    (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
 }
 
 /// What a response's body is made of.

@@ -41,17 +41,17 @@ public struct HTTPDate: Comparable, Hashable, Sendable, CustomStringConvertible 
         if words.count == 6, words[0].hasSuffix(","), words[5] == "GMT" {
             // IMF-fixdate
             guard Self.weekdays.contains(String(words[0].dropLast())),
-                  words[1].count == 2, let d = Int(words[1]),
+                  words[1].count == 2, let d = Self.digits(words[1]),
                   let m = Self.months.firstIndex(of: words[2]),
-                  words[3].count == 4, let y = Int(words[3]) else { return nil }
+                  words[3].count == 4, let y = Self.digits(words[3]) else { return nil }
             (day, month, year, clock) = (d, m + 1, y, words[4])
         } else if words.count == 4, words[0].hasSuffix(","), words[3] == "GMT" {
             // RFC 850: weekday, DD-Mon-YY
             let date = words[1].split(separator: "-", omittingEmptySubsequences: false).map(String.init)
             guard Self.longWeekdays.contains(String(words[0].dropLast())), date.count == 3,
-                  date[0].count == 2, let d = Int(date[0]),
+                  date[0].count == 2, let d = Self.digits(date[0]),
                   let m = Self.months.firstIndex(of: date[1]),
-                  date[2].count == 2, let yy = Int(date[2]) else { return nil }
+                  date[2].count == 2, let yy = Self.digits(date[2]) else { return nil }
             let currentYear = Self.civil(fromDays: now.secondsSince1970 / 86_400).year
             var y = currentYear - currentYear % 100 + yy
             if y > currentYear + 50 { y -= 100 }
@@ -59,20 +59,26 @@ public struct HTTPDate: Comparable, Hashable, Sendable, CustomStringConvertible 
         } else if words.count == 5, Self.weekdays.contains(words[0]) {
             // asctime: Sun Nov  6 08:49:37 1994
             guard let m = Self.months.firstIndex(of: words[1]),
-                  (1...2).contains(words[2].count), let d = Int(words[2]),
-                  words[4].count == 4, let y = Int(words[4]) else { return nil }
+                  (1...2).contains(words[2].count), let d = Self.digits(words[2]),
+                  words[4].count == 4, let y = Self.digits(words[4]) else { return nil }
             (day, month, year, clock) = (d, m + 1, y, words[3])
         } else {
             return nil
         }
         let time = clock.split(separator: ":", omittingEmptySubsequences: false)
         guard time.count == 3, time.allSatisfy({ $0.count == 2 }),
-              let hour = Int(time[0]), let minute = Int(time[1]), let second = Int(time[2]),
+              let hour = Self.digits(time[0]), let minute = Self.digits(time[1]), let second = Self.digits(time[2]),
               hour < 24, minute < 60, second <= 60,
               day >= 1, day <= Self.daysIn(month: month, year: year) else { return nil }
         let days = Self.days(fromCivil: year, month, day)
         // A leap second (:60) is read as the last second of its minute.
         secondsSince1970 = days * 86_400 + Int64(hour * 3600 + minute * 60 + min(second, 59))
+    }
+
+    /// The value of `text` when it is only ASCII digits (no sign, no spaces).
+    private static func digits<S: StringProtocol>(_ text: S) -> Int? {
+        guard !text.isEmpty, text.utf8.allSatisfy(ASCII.isDigit) else { return nil }
+        return Int(text)
     }
 
     private static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]

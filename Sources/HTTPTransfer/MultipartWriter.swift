@@ -55,7 +55,8 @@ public struct MultipartWriter: Sendable {
 
     /// The `Content-Type` value announcing this writer's body.
     public func contentType(_ essence: String = "multipart/form-data") -> String {
-        "\(essence); boundary=\(boundary.value)"
+        let isToken = boundary.value.utf8.allSatisfy(ASCII.isTokenChar)
+        return "\(essence); boundary=" + (isToken ? boundary.value : "\"\(boundary.value)\"")
     }
 
     private static func quotedContent(_ text: String) -> String {

@@ -28,6 +28,13 @@ struct MultipartWriterTests {
         #expect(writer.finish() == Array("--b--\r\n".utf8))
     }
 
+    @Test(arguments: ["simple", " x", "a b", "'()+_,-./:=?", "gc0p4Jq0M2Yt08j34c0p"])
+    func theContentTypeRoundTripsTheBoundary(_ value: String) throws {
+        // Found by fuzz-headers: a boundary with a space must be quoted.
+        let writer = MultipartWriter(boundary: try MultipartBoundary(value))
+        #expect(try MultipartBoundary(contentType: writer.contentType()).value == value)
+    }
+
     @Test func randomBoundariesAreValidAndDistinct() {
         let boundaries = (0..<100).map { _ in MultipartBoundary.random().value }
         #expect(Set(boundaries).count == 100)

@@ -65,6 +65,9 @@ struct ValidatorTests {
         "", "Sun, 06 Nov 1994 08:49:37", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 6 Nov 1994 08:49:37 GMT",
         "Sun, 31 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
         "Sun, 29 Feb 1900 00:00:00 GMT", "1994-11-06T08:49:37Z", "Sun, 06 Nov 1994 8:49:37 GMT", "Xyz, 06 Nov 1994 08:49:37 GMT",
+        // found by fuzz-headers: signs passed Int(_:)
+        "Sun, 06 Nov 1994 -1:49:37 GMT", "Sun, 06 Nov 1994 +1:49:37 GMT", "Sun, +6 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov +994 08:49:37 GMT", "Sunday, -6-Nov-94 08:49:37 GMT", "Sun Nov -6 08:49:37 1994",
     ])
     func rejectsInvalidDates(_ text: String) {
         #expect(HTTPDate(parsing: text) == nil)
