@@ -17,7 +17,9 @@
 // Checks (a violation is a `fatalError`, which libFuzzer reports as a crash):
 // - split invariance: the body fed whole, in the input's chunk pattern, and byte by byte
 //   (bodies < 512 bytes) gives the same parts (name, filename, content type, headers,
-//   number, content) and the same error, for `FormDataParser` and `MultipartParser`;
+//   number, content) and the same error, for `FormDataParser` and `MultipartParser`
+//   (after an error, the content of the part left open may stop at another byte: a limit
+//   is checked per event; one must then be a prefix of the other);
 // - event order: data only inside a part, partBegin not inside one, end once, nothing
 //   after end, parts numbered 1, 2, 3..., `finish` succeeds exactly when end was seen;
 // - bounded memory (byte by byte): a part's header section is at most
