@@ -237,6 +237,7 @@ struct SeedClientTests {
 }
 
 /// A delegate-driven upload task, as seed 002 runs it: progress, response, data, completion.
+/// Unchecked: every stored property is read and written under `lock`.
 final class UploadRecorder: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let lock = NSLock()
     private var received = Data()

@@ -7,7 +7,7 @@ import Testing
 
 /// A server on a free port with its own temporary root and uploads folders, stopped and
 /// removed when the value goes away.
-final class TestServer: @unchecked Sendable {
+final class TestServer: Sendable {
     let server: CounterpartServer
     let root: URL
     let uploads: URL
@@ -179,6 +179,8 @@ func rawExchange(port: UInt16, _ request: [UInt8], closeAfterSending: Bool = fal
 
 /// Runs a blocking call on a thread of its own (not the tests' cooperative pool, which a
 /// blocking call could starve) and waits for its result.
+/// Unchecked: `result` is written once by the thread before `done` is signalled and read
+/// only after `wait()` has seen that signal.
 final class BackgroundCall<T>: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     private var result: Result<T, any Error>?
