@@ -20,8 +20,9 @@ let package = Package(
         .executableTarget(name: "counterpart-bench", dependencies: ["HTTPTransfer"]),
         // libFuzzer targets: built with `scripts/fuzz` (see the README); a plain build
         // compiles them with a stub entry point.
-        .executableTarget(name: "fuzz-multipart", dependencies: ["HTTPTransfer"], path: "Fuzz/multipart"),
-        .executableTarget(name: "fuzz-headers", dependencies: ["HTTPTransfer"], path: "Fuzz/headers"),
+        .executableTarget(name: "fuzz-multipart", dependencies: ["HTTPTransfer", "FuzzSupport"], path: "Fuzz/multipart"),
+        .executableTarget(name: "fuzz-headers", dependencies: ["HTTPTransfer", "FuzzSupport"], path: "Fuzz/headers"),
+        .target(name: "FuzzSupport", path: "Fuzz/support"),
         .testTarget(name: "HTTPTransferTests", dependencies: ["HTTPTransfer"]),
         .testTarget(name: "CounterpartTests", dependencies: ["Counterpart", "HTTPTransfer"]),
     ],

@@ -18,6 +18,7 @@
 // - `ConditionalRequest.evaluate` with the input in each header: the outcome is one the
 //   header can cause, in the order of RFC 9110 §13.2.2.
 
+import FuzzSupport
 import HTTPTransfer
 
 #if canImport(Glibc)
@@ -482,20 +483,6 @@ func fuzzHeaders(_ data: [UInt8]) {
     checkBoundary(text)
 }
 
-/// A file's bytes (for replaying inputs without libFuzzer).
-func readFile(_ path: String) -> [UInt8]? {
-    guard let file = fopen(path, "rb") else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let count = fread(&buffer, 1, buffer.count, file)
-        if count <= 0 { break }
-        bytes += buffer[0..<count]
-    }
-    return bytes
-}
-
 #if FUZZING
 @_cdecl("LLVMFuzzerTestOneInput")
 public func LLVMFuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
@@ -506,20 +493,6 @@ public func LLVMFuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -
 #else
 @main
 enum FuzzHeadersStub {
-    static func main() {
-        let files = CommandLine.arguments.dropFirst()
-        if files.isEmpty {
-            print("fuzz-headers is a libFuzzer target: run `scripts/fuzz SECONDS fuzz-headers` (or pass input files to replay them here)")
-            return
-        }
-        for path in files {
-            guard let bytes = readFile(path) else {
-                print("fuzz-headers: cannot read \(path)")
-                continue
-            }
-            fuzzHeaders(bytes)
-            print("fuzz-headers: \(path): \(bytes.count) bytes, no violation")
-        }
-    }
+    static func main() { replayInputs(target: "fuzz-headers", check: fuzzHeaders) }
 }
 #endif

@@ -30,6 +30,7 @@
 // - the form layer agrees with the raw parser;
 // - round trip: a form written by `MultipartWriter` parses back to its parts.
 
+import FuzzSupport
 import HTTPTransfer
 
 #if canImport(Glibc)
@@ -573,20 +574,6 @@ func fuzzMultipart(_ data: [UInt8]) {
     }
 }
 
-/// A file's bytes (for replaying inputs without libFuzzer).
-func readFile(_ path: String) -> [UInt8]? {
-    guard let file = fopen(path, "rb") else { return nil }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let count = fread(&buffer, 1, buffer.count, file)
-        if count <= 0 { break }
-        bytes += buffer[0..<count]
-    }
-    return bytes
-}
-
 #if FUZZING
 @_cdecl("LLVMFuzzerTestOneInput")
 public func LLVMFuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
@@ -597,20 +584,6 @@ public func LLVMFuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -
 #else
 @main
 enum FuzzMultipartStub {
-    static func main() {
-        let files = CommandLine.arguments.dropFirst()
-        if files.isEmpty {
-            print("fuzz-multipart is a libFuzzer target: run `scripts/fuzz SECONDS fuzz-multipart` (or pass input files to replay them here)")
-            return
-        }
-        for path in files {
-            guard let bytes = readFile(path) else {
-                print("fuzz-multipart: cannot read \(path)")
-                continue
-            }
-            fuzzMultipart(bytes)
-            print("fuzz-multipart: \(path): \(bytes.count) bytes, no violation")
-        }
-    }
+    static func main() { replayInputs(target: "fuzz-multipart", check: fuzzMultipart) }
 }
 #endif

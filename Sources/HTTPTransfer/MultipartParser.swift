@@ -246,19 +246,21 @@ public struct MultipartParser {
         while position < chunk.count {
             let byte = chunk[position]
             switch tail {
-            case .start:
-                if byte == ASCII.dash {
-                    tail = .oneDash
-                } else if ASCII.isWhitespace(byte) {
+            case .start where byte == ASCII.dash:
+                tail = .oneDash
+            case .start, .padding:
+                if ASCII.isWhitespace(byte) {
                     tail = .padding
                 } else if byte == ASCII.cr {
                     tail = .carriageReturn
                 } else if byte == ASCII.lf {
                     try openPart(lineEnd: [ASCII.lf], at: position + 1, handler)
                     return position + 1
-                } else {
+                } else if tail == .start {
                     try notADelimiter(dashes: 0, handler)
                     return position
+                } else {
+                    throw failure(.malformedDelimiter, offset: bytesConsumed + position, part: partCount + 1)
                 }
             case .oneDash:
                 if byte == ASCII.dash {
@@ -270,17 +272,6 @@ public struct MultipartParser {
                 }
                 try notADelimiter(dashes: 1, handler)
                 return position
-            case .padding:
-                if ASCII.isWhitespace(byte) {
-                    break
-                } else if byte == ASCII.cr {
-                    tail = .carriageReturn
-                } else if byte == ASCII.lf {
-                    try openPart(lineEnd: [ASCII.lf], at: position + 1, handler)
-                    return position + 1
-                } else {
-                    throw failure(.malformedDelimiter, offset: bytesConsumed + position, part: partCount + 1)
-                }
             case .carriageReturn:
                 guard byte == ASCII.lf else {
                     throw failure(.malformedDelimiter, offset: bytesConsumed + position, part: partCount + 1)
