@@ -14,8 +14,9 @@ let package = Package(
         .target(name: "HTTPTransfer"),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CGnuTLS", pkgConfig: "gnutls", providers: [.apt(["libgnutls28-dev"])]),
+        .systemLibrary(name: "CLinux"),
         // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
-        .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS"]),
+        .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux"]),
         .executableTarget(name: "counterpart", dependencies: ["Counterpart"]),
         .executableTarget(name: "counterpart-bench", dependencies: ["HTTPTransfer"]),
         // libFuzzer targets: built with `scripts/fuzz` (see the README); a plain build

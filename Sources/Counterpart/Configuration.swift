@@ -13,7 +13,7 @@ public struct Configuration: Sendable {
     public var uploads: String
     /// Request bodies larger than this are refused with 413.
     public var maxUploadBytes: UInt64
-    /// Threads polling connections (epoll); 0 runs a thread per connection.
+    /// Threads serving connections (a pool, each polling its share); 0 runs a thread per connection.
     public var threads: Int
     /// Limits of one multipart body: header bytes per part, parts, bytes of text fields.
     public var multipartLimits: MultipartLimits

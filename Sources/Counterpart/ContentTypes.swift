@@ -1,9 +1,12 @@
 /// Media types by file extension, for what apps really move. Anything else is
 /// `application/octet-stream`.
 enum ContentTypes {
-    static func forPath(_ path: String) -> String {
-        guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return fallback }
-        return table[path[path.index(after: dot)...].lowercased()] ?? fallback
+    /// The type for a file name (its extension, case-insensitive).
+    static func forName(_ name: String) -> String {
+        let bytes = name.utf8
+        guard let dot = bytes.lastIndex(of: 0x2E) else { return fallback }
+        let ext = String(decoding: bytes[bytes.index(after: dot)...].map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        return table[ext] ?? fallback
     }
 
     static let fallback = "application/octet-stream"

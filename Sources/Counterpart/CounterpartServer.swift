@@ -25,18 +25,19 @@ public final class CounterpartServer: Sendable {
     /// Starts listening; returns once the server takes requests.
     public init(_ configuration: Configuration) throws {
         self.configuration = configuration
-        let root: String
+        let root: ServedFolder
+        let uploadsFolder: ServedFolder
         do {
-            root = try FileSystem.realPath(configuration.root)
-            guard FileSystem.isFolder(root) else { throw FileSystem.Failure(description: "\(configuration.root) is not a folder") }
+            root = try ServedFolder(path: configuration.root)
             store = try UploadStore(folder: configuration.uploads)
+            uploadsFolder = try ServedFolder(path: store.folder)
         } catch {
             throw StartError(description: String(describing: error))
         }
         store.removeStaleTemporaryFiles()
         let router = Router(
             root: StaticFiles(folder: root, urlPrefix: "/", hidesDotFiles: false, rangePolicy: configuration.rangePolicy),
-            uploadedFiles: StaticFiles(folder: store.folder, urlPrefix: "/uploads/", hidesDotFiles: true,
+            uploadedFiles: StaticFiles(folder: uploadsFolder, urlPrefix: "/uploads/", hidesDotFiles: true,
                                        rangePolicy: configuration.rangePolicy),
             upload: UploadEndpoint(store: store, limits: UploadLimits(
                 maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,

@@ -2,7 +2,7 @@ import Glibc
 import HTTPTransfer
 
 /// A folder's contents as an HTML page (browsers) or JSON (`Accept: application/json`).
-/// Names starting with a dot are left out.
+/// Names starting with a dot are left out (hidden files, and uploads in progress).
 struct DirectoryListing {
     struct Entry {
         var name: String
@@ -11,9 +11,9 @@ struct DirectoryListing {
         var modified: HTTPDate
     }
 
-    let folderPath: String
+    /// The open folder; the listing takes it over and closes it.
+    let descriptor: Int32
     let urlPath: String
-    let hidesDotFiles: Bool
 
     func response(for head: RequestHead) -> Response {
         let entries = readEntries()
@@ -23,12 +23,19 @@ struct DirectoryListing {
         return Responses.html(200, html(entries))
     }
 
-    func readEntries() -> [Entry] {
+    /// The folder's files and subfolders, by name; other kinds of entries are left out.
+    private func readEntries() -> [Entry] {
+        guard let folder = fdopendir(descriptor) else {
+            close(descriptor)
+            return []
+        }
+        defer { closedir(folder) }
         var entries: [Entry] = []
-        for name in FileSystem.names(in: folderPath) {
-            if hidesDotFiles && name.hasPrefix(".") { continue }
+        while let entry = readdir(folder) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasPrefix(".") { continue }
             var info = stat()
-            guard stat(folderPath + "/" + name, &info) == 0 else { continue }
+            guard fstatat(dirfd(folder), name, &info, 0) == 0 else { continue }
             let isFolder = info.st_mode & S_IFMT == S_IFDIR
             guard isFolder || info.st_mode & S_IFMT == S_IFREG else { continue }
             entries.append(Entry(name: name, isFolder: isFolder, size: isFolder ? 0 : UInt64(info.st_size),

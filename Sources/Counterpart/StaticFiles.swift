@@ -5,8 +5,7 @@ import HTTPTransfer
 /// conditional requests, `Range` (single and multi-range) and `?download`; folders as their
 /// `index.html` or a listing. Nothing outside the folder is ever reachable.
 struct StaticFiles: Sendable {
-    /// The folder, as an absolute path with symlinks resolved.
-    let folder: String
+    let folder: ServedFolder
     /// The URL path the folder is served at, ending in `/`.
     let urlPrefix: String
     /// Whether names starting with a dot are hidden and refused (the uploads folder, where
@@ -23,37 +22,28 @@ struct StaticFiles: Sendable {
         case .segments(let decoded): segments = decoded
         case .refused(let response): return response
         }
-        guard let target = resolve(segments) else {
-            return Responses.error(404, "\(head.path) was not found")
-        }
-        let file = open(target, O_RDONLY | O_CLOEXEC)
-        guard file >= 0 else {
+        let relative = segments.isEmpty ? "." : segments.joined(separator: "/")
+        guard let (file, info) = openBeneath(relative) else {
             return errno == EACCES ? Responses.error(403, "\(head.path) cannot be read") : Responses.error(404, "\(head.path) was not found")
-        }
-        var info = stat()
-        guard fstat(file, &info) == 0 else {
-            close(file)
-            return Responses.error(404, "\(head.path) was not found")
         }
         switch info.st_mode & S_IFMT {
         case S_IFREG:
-            return FileResponder(head: head, descriptor: file, info: info, path: target, rangePolicy: rangePolicy).respond()
+            return FileResponder(head: head, descriptor: file, info: info, name: segments.last ?? "", rangePolicy: rangePolicy).respond()
         case S_IFDIR:
-            close(file)
-            return respondWithFolder(head: head, folderPath: target)
+            return respondWithFolder(head: head, descriptor: file, relative: relative)
         default:
             close(file)
             return Responses.error(404, "\(head.path) is not a file")
         }
     }
 
-    /// Percent-decodes each segment once. A segment that decodes to `.`, `..`, or holds a
-    /// `/` or NUL (from `%2F`, `%00`) can only be an escape attempt: 404.
     private enum DecodedPath {
         case segments([String])
         case refused(Response)
     }
 
+    /// Percent-decodes each segment once. A segment that decodes to `.`, `..`, or holds a
+    /// `/` or NUL (from `%2F`, `%00`) can only be an escape attempt: 404.
     private func decodeSegments(_ path: Substring) -> DecodedPath {
         var segments: [String] = []
         for raw in path.split(separator: "/", omittingEmptySubsequences: true) {
@@ -70,39 +60,35 @@ struct StaticFiles: Sendable {
         return .segments(segments)
     }
 
-    /// The real path of `segments` under the folder, symlinks resolved, or nil when it
-    /// does not exist or resolves outside the folder.
-    private func resolve(_ segments: [String]) -> String? {
-        let candidate = ([folder] + segments).joined(separator: "/")
-        guard let resolved = realpath(candidate, nil) else { return nil }
-        defer { free(resolved) }
-        let path = String(cString: resolved)
-        guard path == folder || path.hasPrefix(folder == "/" ? "/" : folder + "/") else { return nil }
-        return path
+    /// The file or folder at `relative` beneath the served folder, opened, and its status.
+    private func openBeneath(_ relative: String) -> (Int32, stat)? {
+        let file = folder.open(relative)
+        guard file >= 0 else { return nil }
+        var info = stat()
+        guard fstat(file, &info) == 0 else {
+            close(file)
+            return nil
+        }
+        return (file, info)
     }
 
-    private func respondWithFolder(head: RequestHead, folderPath: String) -> Response {
+    private func respondWithFolder(head: RequestHead, descriptor: Int32, relative: String) -> Response {
         guard head.path.hasSuffix("/") else {
+            close(descriptor)
             // Relative links in the folder's page need the trailing slash, as nginx does.
             let query = head.query.map { argument in argument.value.map { "\(argument.name)=\($0)" } ?? argument.name }
                 .joined(separator: "&")
             let location = head.path + "/" + (query.isEmpty ? "" : "?" + query)
             return Response(status: 301, headers: [HTTPField(name: "Location", value: location)])
         }
-        let index = folderPath + "/index.html"
-        if let resolvedIndex = resolve(relativeSegments(of: index)) {
-            let file = open(resolvedIndex, O_RDONLY | O_CLOEXEC)
-            var info = stat()
-            if file >= 0, fstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG {
-                return FileResponder(head: head, descriptor: file, info: info, path: resolvedIndex, rangePolicy: rangePolicy).respond()
+        if let (index, info) = openBeneath(relative + "/index.html") {
+            if info.st_mode & S_IFMT == S_IFREG {
+                close(descriptor)
+                return FileResponder(head: head, descriptor: index, info: info, name: "index.html", rangePolicy: rangePolicy).respond()
             }
-            if file >= 0 { close(file) }
+            close(index)
         }
-        return DirectoryListing(folderPath: folderPath, urlPath: head.path, hidesDotFiles: true).response(for: head)
-    }
-
-    private func relativeSegments(of path: String) -> [String] {
-        path.dropFirst(folder.count).split(separator: "/").map(String.init)
+        return DirectoryListing(descriptor: descriptor, urlPath: head.path).response(for: head)
     }
 }
 
@@ -111,8 +97,13 @@ private struct FileResponder {
     let head: RequestHead
     let descriptor: Int32
     let info: stat
-    let path: String
+    /// The file's name as requested: its extension gives the type, and `?download` uses it.
+    let name: String
     let rangePolicy: RangePolicy
+
+    /// Bodies up to this size are read and sent from memory: libmicrohttpd sends such a
+    /// response in one write, where a sendfile response costs a second one for the headers.
+    static let smallBodyBytes: UInt64 = 64 * 1024
 
     func respond() -> Response {
         let length = UInt64(info.st_size)
@@ -120,7 +111,7 @@ private struct FileResponder {
         let entityTag = EntityTag(String(info.st_ino, radix: 16) + "-" + String(length, radix: 16) + "-"
             + String(info.st_mtim.tv_sec, radix: 16) + "." + String(info.st_mtim.tv_nsec, radix: 16))!
         let lastModified = HTTPDate(secondsSince1970: Int64(info.st_mtim.tv_sec))
-        let contentType = ContentTypes.forPath(path)
+        let contentType = ContentTypes.forName(name)
         var headers = [
             HTTPField(name: "Accept-Ranges", value: "bytes"),
             HTTPField(name: "ETag", value: entityTag.description),
@@ -151,7 +142,7 @@ private struct FileResponder {
         switch resolution {
         case .full:
             headers.append(HTTPField(name: "Content-Type", value: contentType))
-            return Response(status: 200, headers: headers, body: .file(descriptor: descriptor, offset: 0, length: length))
+            return Response(status: 200, headers: headers, body: body(offset: 0, length: length))
         case .unsatisfiable:
             close(descriptor)
             return Responses.error(416, "the range \(rangeHeader ?? "") is outside \(head.path), which is \(length) bytes long",
@@ -160,7 +151,7 @@ private struct FileResponder {
             let range = ranges[0]
             headers.append(HTTPField(name: "Content-Type", value: contentType))
             headers.append(HTTPField(name: "Content-Range", value: ContentRange.satisfied(range, completeLength: length).description))
-            return Response(status: 206, headers: headers, body: .file(descriptor: descriptor, offset: range.first, length: range.count))
+            return Response(status: 206, headers: headers, body: body(offset: range.first, length: range.count))
         case .partial(let ranges):
             let stream = ByteRangesStream(descriptor: descriptor, ranges: ranges, completeLength: length, contentType: contentType)
             headers.append(HTTPField(name: "Content-Type", value: stream.contentType))
@@ -168,12 +159,36 @@ private struct FileResponder {
         }
     }
 
+    /// `length` bytes from `offset`: read now when small, else sent from the descriptor.
+    private func body(offset: UInt64, length: UInt64) -> ResponseBody {
+        if length <= Self.smallBodyBytes, head.method == "GET", let bytes = readFully(offset: offset, length: Int(length)) {
+            close(descriptor)
+            return .bytes(bytes)
+        }
+        return .file(descriptor: descriptor, offset: offset, length: length)
+    }
+
+    /// The bytes, or nil when the file no longer has them all (it shrank since `fstat`;
+    /// the descriptor response then ends the connection short, as for a big file).
+    private func readFully(offset: UInt64, length: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: length)
+        var filled = 0
+        while filled < length {
+            let count = bytes.withUnsafeMutableBytes {
+                pread(descriptor, $0.baseAddress! + filled, length - filled, off_t(offset) + off_t(filled))
+            }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return nil }
+            filled += count
+        }
+        return bytes
+    }
+
     /// `Content-Disposition: attachment` for `?download` (the file's own name) or
     /// `?download=NAME`.
     private func downloadDisposition() -> HTTPField? {
         guard let argument = head.queryArgument("download") else { return nil }
-        let ownName = String(path.split(separator: "/").last ?? "download")
-        let name = (argument?.isEmpty == false ? argument : nil) ?? ownName
-        return HTTPField(name: "Content-Disposition", value: ContentDisposition.attachment(filename: name))
+        let chosen = (argument?.isEmpty == false ? argument : nil) ?? (name.isEmpty ? "download" : name)
+        return HTTPField(name: "Content-Disposition", value: ContentDisposition.attachment(filename: chosen))
     }
 }

@@ -109,11 +109,11 @@ final class UploadReceiver: RequestBodyReceiver {
             guard let part = currentPart else { return }
             currentPart = nil
             if let sink {
-                self.sink = nil
-                let size = sink.size
-                let digest = sink.digest()
+                // Should hashing or storing fail, `self.sink` is still set and is discarded.
+                let digest = try sink.digest()
                 let name = try store.commit(sink, as: SafeFilename.make(from: part.filename ?? ""))
-                files.append(StoredFile(part: part, storedName: name, size: size, sha256: digest))
+                self.sink = nil
+                files.append(StoredFile(part: part, storedName: name, size: sink.size, sha256: digest))
             } else {
                 fields.append((part.name, fieldValue))
             }

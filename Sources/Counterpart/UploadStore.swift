@@ -64,16 +64,16 @@ final class UploadStore: Sendable {
 final class UploadSink {
     let path: String
     private var descriptor: Int32
-    private let hasher = SHA256()
+    private let hasher: FileHasher
     private(set) var size: UInt64 = 0
 
     init(path: String, descriptor: Int32) {
         self.path = path
         self.descriptor = descriptor
+        hasher = FileHasher(path: path)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        hasher.update(bytes)
         var offset = 0
         while offset < bytes.count {
             let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
@@ -84,10 +84,14 @@ final class UploadSink {
             offset += written
         }
         size += UInt64(bytes.count)
+        hasher.wrote(bytes, size: size)
     }
 
     /// The SHA-256 of everything written; call once, at the end.
-    func digest() -> String { hasher.finish() }
+    func digest() throws -> String {
+        guard let digest = hasher.finish() else { throw StoreError(operation: "read back the upload to hash it", code: EIO) }
+        return digest
+    }
 
     func close() throws {
         guard descriptor >= 0 else { return }
@@ -98,6 +102,7 @@ final class UploadSink {
 
     /// Closes and deletes the temporary file.
     func discard() {
+        hasher.cancel()
         if descriptor >= 0 { Glibc.close(descriptor) }
         descriptor = -1
         unlink(path)

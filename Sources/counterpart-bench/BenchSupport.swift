@@ -16,12 +16,17 @@ struct BenchmarkSuite {
     let name: String
     let summary: String
     let sections: [BenchmarkSection]
+    /// Called once after the suite's selected sections ran (e.g. to remove shared files).
+    var finish: () -> Void = {}
 }
 
 /// One part of a suite, selectable alone as `--only SUITE/SECTION`.
 struct BenchmarkSection {
     let name: String
     let summary: String
+    /// False for a section that only runs when named (`--only SUITE/SECTION`): neither by
+    /// default nor with `--only SUITE`.
+    var runsByDefault = true
     let run: (BenchContext) -> Void
 }
 
@@ -35,9 +40,14 @@ struct BenchOptions {
     var runs = 5
     /// Smaller inputs, for a quick look while developing.
     var quick = false
+    /// Seconds of each timed wrk run (server suite).
+    var duration: Int?
+    /// nginx's `worker_processes` (server suite): a number or `auto`.
+    var nginxWorkers = "1"
 
     static let usage = """
         usage: counterpart-bench [--only SUITE[/SECTION][,…]] [--filter KEY[,…]] [--runs N] [--quick] [--list]
+                                 [--duration SECONDS] [--nginx-workers N|auto]
 
           --only     run only these suites or sections (e.g. --only parsers, --only parsers/range)
           --filter   run only the benchmarks whose key contains one of these strings
@@ -45,10 +55,16 @@ struct BenchOptions {
           --runs     timed runs per figure, default 5 (the median and the min–max are printed)
           --quick    smaller bodies (1/8 of the size) for a quick look; figures are then indicative only
           --list     list suites, sections and benchmark keys, and exit
+          --duration       seconds of each timed wrk run in the server suite (default 10; 3 with --quick)
+          --nginx-workers  nginx's worker_processes in the server suite (default 1; a number or auto)
+
+        Sections marked "only when named" in --list run only with --only SUITE/SECTION
+        (e.g. --only server/threads).
         """
 
-    func wants(suite: String, section: String) -> Bool {
-        only.isEmpty || only.contains(suite) || only.contains("\(suite)/\(section)")
+    func wants(suite: String, section: BenchmarkSection) -> Bool {
+        if only.contains("\(suite)/\(section.name)") { return true }
+        return section.runsByDefault && (only.isEmpty || only.contains(suite))
     }
 
     func wants(key: String) -> Bool {
@@ -84,6 +100,13 @@ struct BenchOptions {
                 options.runs = runs
             case "--quick":
                 options.quick = true
+            case "--duration":
+                guard let duration = Int(value(of: flag, inline: inline)), duration >= 1 else { fail("--duration needs a positive number of seconds") }
+                options.duration = duration
+            case "--nginx-workers":
+                let workers = value(of: flag, inline: inline)
+                guard workers == "auto" || (Int(workers).map { $0 >= 1 } ?? false) else { fail("--nginx-workers needs a positive number or auto") }
+                options.nginxWorkers = workers
             case "--list":
                 list = true
             case "-h", "--help":
@@ -189,6 +212,7 @@ func format(_ value: Int) -> String { format(Double(value)) }
 
 /// A byte count in binary units when it is a round one (`256 MiB`), else in bytes.
 func formatBytes(_ count: Int) -> String {
+    if count >= 1 << 30, count % (1 << 30) == 0 { return "\(count >> 30) GiB" }
     if count >= 1 << 20, count % (1 << 20) == 0 { return "\(count >> 20) MiB" }
     if count >= 1 << 10, count % (1 << 10) == 0 { return "\(count >> 10) KiB" }
     return "\(format(count)) B"
@@ -263,26 +287,30 @@ func flushOutput() { fflush(nil) }
 
 /// A figure set by the issue, checked against a measurement.
 struct TargetCheck {
+    enum Comparison { case atLeast, below }
+
     let name: String
-    /// The measured median.
+    /// The measured median (or, for a peak, the largest value measured).
     let measured: Double
-    /// At least this much passes.
+    /// At least this much passes (`.atLeast`), or less than this (`.below`).
     let target: Double
     let unit: String
     /// Where the target comes from.
     let source: String
+    var comparison: Comparison = .atLeast
 
-    var passes: Bool { measured >= target }
+    var passes: Bool { comparison == .atLeast ? measured >= target : measured < target }
 }
 
 func renderTargets(_ targets: [TargetCheck]) -> String {
     var table = Table([
-        ("target (median ≥ target passes)", .left), ("measured", .right), ("target", .right),
+        ("target (median ≥ target passes; peaks: < target)", .left), ("measured", .right), ("target", .right),
         ("", .left), ("of target", .right), ("result", .left), ("source", .left),
     ])
     for target in targets {
         table.append([
-            target.name, format(target.measured), "≥ " + format(target.target), target.unit,
+            target.name, format(target.measured, decimals: target.measured < 100 ? 1 : 0),
+            (target.comparison == .atLeast ? "≥ " : "< ") + format(target.target), target.unit,
             format(100 * target.measured / target.target) + " %", target.passes ? "PASS" : "BELOW", target.source,
         ])
     }

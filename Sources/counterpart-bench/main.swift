@@ -15,6 +15,7 @@ import Darwin
 
 let suites: [BenchmarkSuite] = [
     ParserBenchmarks.suite,
+    ServerBenchmarks.suite,
 ]
 
 let (options, listOnly) = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
@@ -22,7 +23,9 @@ let (options, listOnly) = BenchOptions.parse(Array(CommandLine.arguments.dropFir
 if listOnly {
     for suite in suites {
         print("\(suite.name): \(suite.summary)")
-        for section in suite.sections { print("  \(suite.name)/\(section.name): \(section.summary)") }
+        for section in suite.sections {
+            print("  \(suite.name)/\(section.name)\(section.runsByDefault ? "" : " (only when named)"): \(section.summary)")
+        }
     }
     exit(0)
 }
@@ -46,10 +49,14 @@ flushOutput()
 
 let context = BenchContext(options: options)
 for suite in suites {
-    for section in suite.sections where options.wants(suite: suite.name, section: section.name) {
+    let selected = suite.sections.filter { options.wants(suite: suite.name, section: $0) }
+    guard !selected.isEmpty else { continue }
+    for section in selected {
         section.run(context)
         flushOutput()
     }
+    suite.finish()
+    flushOutput()
 }
 
 if !context.targets.isEmpty {

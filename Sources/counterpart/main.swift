@@ -12,7 +12,7 @@ let usage = """
       --root DIR              folder served as static files (default ./public)
       --uploads DIR           folder uploads are stored in, served at /uploads/ (default ./uploads)
       --max-upload-bytes N    larger request bodies get 413 (default 10GiB; suffixes K M G T, KiB MiB GiB TiB)
-      --threads N             threads polling connections (default \(Configuration.defaultThreads); 0: one per connection)
+      --threads N             threads serving connections (default \(Configuration.defaultThreads); 0: one per connection)
       --quiet                 no access log on stderr
       --help                  this text
 

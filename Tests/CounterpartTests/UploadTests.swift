@@ -148,6 +148,22 @@ struct UploadTests {
         #expect(file["sha256"] as? String == (try sha256(assembled)))
     }
 
+    @Test func aClientThatHangsUpInABigFileLeavesNothing() throws {
+        // Past the first MiB a file is hashed by a thread of its own: it must stop too.
+        let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 9000000\r\n\r\n"
+        let part = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"big.bin\"\r\n\r\n".utf8) + [UInt8](testBytes(count: 3_000_000))
+        _ = try rawExchange(port: server.server.port, Array(head.utf8) + part, closeAfterSending: true)
+        #expect(server.eventually { server.uploadedNames().isEmpty }, "left behind: \(server.uploadedNames())")
+    }
+
+    @Test func manyBigFilesInOneBodyAreEachHashedRight() throws {
+        let files = (0..<3).map { testBytes(count: 1_500_000 + $0 * 700_001, seed: UInt64(10 + $0)) }
+        let paths = try files.enumerated().map { try temporaryFile("f\($0.offset).bin", $0.element) }
+        let result = try curl(paths.flatMap { ["-F", "f=@\($0)"] } + [server.url("/upload")])
+        let reported = try #require(try result.json()["files"] as? [[String: Any]])
+        #expect(try reported.map { $0["sha256"] as? String } == files.map { try sha256($0) })
+    }
+
     @Test func browsersGetAnHTMLPage() throws {
         let path = try temporaryFile("page <b>.txt", Data("x".utf8))
         let result = try curl(["-H", "Accept: text/html,application/xhtml+xml,*/*;q=0.8", "-F", "who=me", "-F", "f=@\(path)", server.url("/upload")])

@@ -1,0 +1,117 @@
+import Foundation
+
+/// The SHA-256 of a file that is being written. The first `inlineBytes` are hashed as they
+/// pass, on the writer's thread (small files never start a thread); past that, a thread of
+/// the upload's own reads the file back from the page cache behind the writer and hashes
+/// it, so that hashing runs beside receiving instead of after it. Memory stays bounded: the
+/// bytes wait in the page cache, not in a queue.
+final class FileHasher {
+    static let inlineBytes: UInt64 = 1 << 20
+
+    private let path: String
+    private var inline: SHA256? = SHA256()
+    private var background: BackgroundHasher?
+
+    init(path: String) { self.path = path }
+
+    /// `bytes` were just written, making the file `size` bytes long.
+    func wrote(_ bytes: UnsafeRawBufferPointer, size: UInt64) {
+        if let background {
+            background.written(upTo: size)
+        } else if size <= Self.inlineBytes, let inline {
+            inline.update(bytes)
+        } else if let inline {
+            self.inline = nil
+            background = BackgroundHasher(path: path, hasher: inline, from: size - UInt64(bytes.count), upTo: size)
+        }
+    }
+
+    /// The digest of the whole file, once the writer is done; nil if it could not be read back.
+    func finish() -> String? {
+        if let background { return background.finish() }
+        return inline?.finish()
+    }
+
+    /// Stops hashing (the file is being discarded).
+    func cancel() {
+        background?.cancel()
+    }
+}
+
+/// The thread that hashes a file behind its writer.
+/// Unchecked Sendable: every mutable property is read and written under `condition`, and
+/// `hasher` and `descriptor` are used by the hashing thread alone once it has started.
+private final class BackgroundHasher: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var written: UInt64
+    private var writerDone = false
+    private var cancelled = false
+    private var result: String??
+
+    private let hasher: SHA256
+    private let descriptor: Int32
+    private static let readSize = 256 * 1024
+
+    init(path: String, hasher: SHA256, from position: UInt64, upTo size: UInt64) {
+        self.hasher = hasher
+        written = size
+        descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let thread = Thread { [self] in run(from: position) }
+        thread.name = "counterpart-sha256"
+        thread.start()
+    }
+
+    func written(upTo size: UInt64) {
+        condition.lock()
+        written = size
+        condition.signal()
+        condition.unlock()
+    }
+
+    func finish() -> String? {
+        condition.lock()
+        defer { condition.unlock() }
+        writerDone = true
+        condition.broadcast()
+        while result == nil { condition.wait() }
+        return result!
+    }
+
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func run(from start: UInt64) {
+        defer { if descriptor >= 0 { close(descriptor) } }
+        var position = start
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readSize, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            condition.lock()
+            while position == written, !writerDone, !cancelled { condition.wait() }
+            let target = written
+            let done = writerDone
+            let stop = cancelled
+            condition.unlock()
+            if stop { return }
+            while position < target {
+                let count = pread(descriptor, buffer.baseAddress, min(Self.readSize, Int(target - position)), off_t(position))
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { return deliver(nil) }
+                hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                position += UInt64(count)
+            }
+            if done { return deliver(hasher.finish()) }
+        }
+    }
+
+    private func deliver(_ digest: String?) {
+        condition.lock()
+        result = .some(digest)
+        condition.broadcast()
+        condition.unlock()
+    }
+}
