@@ -19,14 +19,14 @@ final class ByteRangesStream: ResponseStream {
 
     let contentType: String
     let length: UInt64
-    private let descriptor: Int32
+    private let file: OpenFile
     private let segments: [Segment]
     /// Where each segment starts in the body.
     private let starts: [UInt64]
     private var current = 0
 
-    init(descriptor: Int32, ranges: [ByteRange], completeLength: UInt64, contentType partType: String) {
-        self.descriptor = descriptor
+    init(file: OpenFile, ranges: [ByteRange], completeLength: UInt64, contentType partType: String) {
+        self.file = file
         var writer = MultipartWriter()
         var segments: [Segment] = []
         for range in ranges {
@@ -63,12 +63,8 @@ final class ByteRangesStream: ResponseStream {
             }
             return wanted
         case .file(let offset, _):
-            let count = pread(descriptor, buffer.baseAddress, wanted, off_t(offset + within))
+            let count = pread(file.borrowed, buffer.baseAddress, wanted, off_t(offset + within))
             return count > 0 ? count : nil
         }
-    }
-
-    func close() {
-        Glibc.close(descriptor)
     }
 }

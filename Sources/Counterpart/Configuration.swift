@@ -23,8 +23,12 @@ public struct Configuration: Sendable {
     public var connectionTimeout: UInt32
     /// Connections served at once; more wait in the listen queue.
     public var maxConnections: UInt32
-    /// After an upload error found mid-body, bytes still read so the client gets its
-    /// answer; a body that goes on longer is cut.
+    /// Memory libmicrohttpd gives each connection: its request head must fit in it (larger
+    /// heads get libmicrohttpd's own 431), and body chunks arrive in pieces of about half.
+    public var connectionMemoryBytes: Int
+    /// Body bytes still read (and thrown away) after a request's answer is decided, so that
+    /// a client that sends its body at once gets that answer; a body that goes on longer
+    /// is cut.
     public var maxDrainBytes: UInt64
     /// One line per request on stderr.
     public var accessLog: Bool
@@ -43,6 +47,7 @@ public struct Configuration: Sendable {
         rangePolicy: RangePolicy = RangePolicy(),
         connectionTimeout: UInt32 = 30,
         maxConnections: UInt32 = 1_000,
+        connectionMemoryBytes: Int = 64 * 1024,
         maxDrainBytes: UInt64 = 64 << 20,
         accessLog: Bool = false
     ) {
@@ -56,6 +61,7 @@ public struct Configuration: Sendable {
         self.rangePolicy = rangePolicy
         self.connectionTimeout = connectionTimeout
         self.maxConnections = maxConnections
+        self.connectionMemoryBytes = connectionMemoryBytes
         self.maxDrainBytes = maxDrainBytes
         self.accessLog = accessLog
     }

@@ -1,44 +1,59 @@
 /// What a client prefers, from its `Accept` header (RFC 9110 §12.5.1).
 struct AcceptHeader {
-    private var ranges: [(type: String, subtype: String, quality: Double)] = []
+    private struct Range {
+        var type: Substring
+        var subtype: Substring
+        var quality: Double
+    }
+
+    private var ranges: [Range] = []
 
     init(_ value: String?) {
         guard let value else { return }
         for member in value.split(separator: ",") {
-            let pieces = member.split(separator: ";").map { $0.trimmingCharacters(in: " \t") }
-            let type = pieces[0].lowercased().split(separator: "/", maxSplits: 1)
-            guard type.count == 2 else { continue }
+            let pieces = member.split(separator: ";", omittingEmptySubsequences: false)
+            let mediaRange = trimmed(pieces[0]).lowercased()
+            let type = mediaRange.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            guard type.count == 2, !type[0].isEmpty, !type[1].isEmpty else { continue }
             var quality = 1.0
             for parameter in pieces.dropFirst() {
-                let pair = parameter.split(separator: "=", maxSplits: 1)
-                if pair.count == 2, pair[0].trimmingCharacters(in: " ").lowercased() == "q",
-                   let q = Double(pair[1].trimmingCharacters(in: " ")) {
+                let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                if pair.count == 2, trimmed(pair[0]).lowercased() == "q", let q = Double(trimmed(pair[1])), q.isFinite {
                     quality = max(0, min(1, q))
                 }
             }
-            ranges.append((String(type[0]), String(type[1]), quality))
+            ranges.append(Range(type: type[0], subtype: type[1], quality: quality))
         }
     }
 
-    /// The quality the client gives `mediaType` (`type/subtype`): from the most specific
-    /// matching range; 1 when there is no Accept header.
-    func quality(of mediaType: String) -> Double {
-        guard !ranges.isEmpty else { return 1 }
-        let parts = mediaType.split(separator: "/", maxSplits: 1).map(String.init)
-        if let exact = ranges.first(where: { $0.type == parts[0] && $0.subtype == parts[1] }) { return exact.quality }
-        if let typeWide = ranges.first(where: { $0.type == parts[0] && $0.subtype == "*" }) { return typeWide.quality }
-        if let any = ranges.first(where: { $0.type == "*" && $0.subtype == "*" }) { return any.quality }
-        return 0
+    /// The quality the client gives `mediaType` (`type/subtype`), from the most specific
+    /// matching range, and how specific that range is (2 exact, 1 `type/*`, 0 `*/*`).
+    /// Without an Accept header everything is acceptable, equally.
+    private func preference(for type: Substring, _ subtype: Substring) -> (quality: Double, specificity: Int) {
+        guard !ranges.isEmpty else { return (1, 0) }
+        if let exact = ranges.first(where: { $0.type == type && $0.subtype == subtype }) { return (exact.quality, 2) }
+        if let typeWide = ranges.first(where: { $0.type == type && $0.subtype == "*" }) { return (typeWide.quality, 1) }
+        if let any = ranges.first(where: { $0.type == "*" && $0.subtype == "*" }) { return (any.quality, 0) }
+        return (0, 0)
     }
 
-    /// Whether `text/html` is preferred to `application/json` (a browser).
-    var prefersHTML: Bool { quality(of: "text/html") > quality(of: "application/json") }
-    /// Whether `application/json` is preferred to `text/html`.
-    var prefersJSON: Bool { quality(of: "application/json") > quality(of: "text/html") }
+    /// Whether JSON is preferred to HTML: a higher quality, or the same quality from a
+    /// more specific range (`Accept: application/json, text/plain, */*` asks for JSON).
+    var prefersJSON: Bool { compareJSONToHTML() > 0 }
+    /// Whether HTML is preferred to JSON (a browser).
+    var prefersHTML: Bool { compareJSONToHTML() < 0 }
+
+    private func compareJSONToHTML() -> Int {
+        let json = preference(for: "application", "json")
+        let html = preference(for: "text", "html")
+        if json.quality != html.quality { return json.quality > html.quality ? 1 : -1 }
+        return json.specificity - html.specificity
+    }
 }
 
-extension Substring {
-    func trimmingCharacters(in set: String) -> String {
-        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
-    }
+/// `text` without leading and trailing spaces and tabs.
+func trimmed<S: StringProtocol>(_ text: S) -> S.SubSequence {
+    let start = text.firstIndex { $0 != " " && $0 != "\t" } ?? text.endIndex
+    let end = text.lastIndex { $0 != " " && $0 != "\t" }.map { text.index(after: $0) } ?? start
+    return text[start..<max(start, end)]
 }

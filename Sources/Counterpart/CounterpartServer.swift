@@ -18,41 +18,50 @@ public final class CounterpartServer: Sendable {
     private let store: UploadStore
     private let stopped = Mutex(false)
 
-    public struct StartError: Error, CustomStringConvertible {
-        public var description: String
+    /// Why a server could not start.
+    public enum StartError: Error, CustomStringConvertible {
+        /// A folder to serve or store in cannot be used.
+        case unusableFolder(path: String, reason: String)
+        /// The address cannot be listened on (taken, not local, not resolvable).
+        case cannotListen(host: String, port: UInt16, reason: String)
+
+        public var description: String {
+            switch self {
+            case .unusableFolder(let path, let reason): return "cannot use the folder \(path): \(reason)"
+            case .cannotListen(let host, let port, let reason): return "cannot listen on \(host) port \(port): \(reason)"
+            }
+        }
     }
 
     /// Starts listening; returns once the server takes requests.
-    public init(_ configuration: Configuration) throws {
+    public init(_ configuration: Configuration) throws(StartError) {
         self.configuration = configuration
-        let root: ServedFolder
-        let uploadsFolder: ServedFolder
-        do {
-            root = try ServedFolder(path: configuration.root)
-            store = try UploadStore(folder: configuration.uploads)
-            uploadsFolder = try ServedFolder(path: store.folder)
-        } catch {
-            throw StartError(description: String(describing: error))
-        }
+        let root = try ServedFolder(path: configuration.root)
+        store = try UploadStore(folder: configuration.uploads)
+        let uploadsFolder = try ServedFolder(path: store.folder)
         store.removeStaleTemporaryFiles()
         let router = Router(
-            root: StaticFiles(folder: root, urlPrefix: "/", hidesDotFiles: false, rangePolicy: configuration.rangePolicy),
-            uploadedFiles: StaticFiles(folder: uploadsFolder, urlPrefix: "/uploads/", hidesDotFiles: true,
-                                       rangePolicy: configuration.rangePolicy),
+            root: StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
+                              fileHeaders: [], rangePolicy: configuration.rangePolicy),
+            uploadedFiles: StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
+                                       fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy),
             upload: UploadEndpoint(store: store, limits: UploadLimits(
                 maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
                 maxDrainBytes: configuration.maxDrainBytes)),
             accessLog: configuration.accessLog)
-        do {
-            daemon = try MicroHTTPDDaemon(options: .init(
-                host: configuration.host, port: configuration.port, threads: configuration.threads,
-                connectionTimeout: configuration.connectionTimeout,
-                connectionMemoryLimit: 64 * 1024, maxConnections: configuration.maxConnections), handler: router)
-        } catch {
-            throw StartError(description: String(describing: error))
-        }
+        daemon = try MicroHTTPDDaemon(options: .init(
+            host: configuration.host, port: configuration.port, threads: configuration.threads,
+            connectionTimeout: configuration.connectionTimeout, connectionMemoryLimit: configuration.connectionMemoryBytes,
+            maxConnections: configuration.maxConnections, maxDrainBytes: configuration.maxDrainBytes), handler: router)
         port = daemon.port
     }
+
+    /// Files clients uploaded are served as what they are, but never as pages of this
+    /// origin: an uploaded `.html` could otherwise run script here.
+    static let uploadedFileHeaders = [
+        HTTPField(name: "X-Content-Type-Options", value: "nosniff"),
+        HTTPField(name: "Content-Security-Policy", value: "sandbox"),
+    ]
 
     /// `http://host:port` (IPv6 hosts in brackets).
     public var baseURL: URL {

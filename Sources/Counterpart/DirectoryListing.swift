@@ -11,8 +11,12 @@ struct DirectoryListing {
         var modified: HTTPDate
     }
 
-    /// The open folder; the listing takes it over and closes it.
-    let descriptor: Int32
+    /// The served folder, and this folder's path within it.
+    let folder: ServedFolder
+    let relative: String
+    /// This folder, open.
+    let file: OpenFile
+    /// The URL path of this folder, encoded, ending in `/`.
     let urlPath: String
 
     func response(for head: RequestHead) -> Response {
@@ -23,19 +27,23 @@ struct DirectoryListing {
         return Responses.html(200, html(entries))
     }
 
-    /// The folder's files and subfolders, by name; other kinds of entries are left out.
+    /// The folder's files and subfolders, by name. Other kinds of entries are left out, and
+    /// so are symlinks that lead outside the served folder (their size and date too).
     private func readEntries() -> [Entry] {
-        guard let folder = fdopendir(descriptor) else {
-            close(descriptor)
-            return []
-        }
-        defer { closedir(folder) }
+        guard let handle = fdopendir(file.take()) else { return [] }
+        defer { closedir(handle) }
         var entries: [Entry] = []
-        while let entry = readdir(folder) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        while let entry = readdir(handle) {
+            let name = FileSystem.entryName(entry)
             if name.hasPrefix(".") { continue }
             var info = stat()
-            guard fstatat(dirfd(folder), name, &info, 0) == 0 else { continue }
+            guard fstatat(dirfd(handle), name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            if info.st_mode & S_IFMT == S_IFLNK {
+                let target = folder.open(relative + "/" + name)
+                guard target >= 0 else { continue }
+                defer { close(target) }
+                guard fstat(target, &info) == 0 else { continue }
+            }
             let isFolder = info.st_mode & S_IFMT == S_IFDIR
             guard isFolder || info.st_mode & S_IFMT == S_IFREG else { continue }
             entries.append(Entry(name: name, isFolder: isFolder, size: isFolder ? 0 : UInt64(info.st_size),
@@ -45,7 +53,7 @@ struct DirectoryListing {
     }
 
     private func url(of entry: Entry) -> String {
-        urlPath + PercentDecoding.encodePath(entry.name) + (entry.isFolder ? "/" : "")
+        urlPath + PercentEncoding.encode(entry.name) + (entry.isFolder ? "/" : "")
     }
 
     private func json(_ entries: [Entry]) -> JSON {
@@ -64,7 +72,7 @@ struct DirectoryListing {
     }
 
     private func html(_ entries: [Entry]) -> String {
-        let title = Responses.escapeHTML(PercentDecoding.decode(urlPath) ?? urlPath)
+        let title = Responses.escapeHTML(PercentEncoding.decode(urlPath) ?? urlPath)
         var rows = ""
         if urlPath != "/" {
             rows += "<tr><td><a href=\"../\">../</a></td><td></td><td></td><td></td></tr>\n"

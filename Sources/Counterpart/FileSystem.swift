@@ -2,15 +2,12 @@ import Glibc
 
 /// The few file-system operations the server needs, with errors that say what failed.
 enum FileSystem {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
-    }
+    /// `strerror(errno)`: what the last failed call says.
+    static func lastError() -> String { String(cString: strerror(errno)) }
 
     /// The absolute path of `path` with symlinks resolved.
-    static func realPath(_ path: String) throws -> String {
-        guard let resolved = realpath(path, nil) else {
-            throw Failure(description: "\(path): \(String(cString: strerror(errno)))")
-        }
+    static func realPath(_ path: String) throws(CounterpartServer.StartError) -> String {
+        guard let resolved = realpath(path, nil) else { throw .unusableFolder(path: path, reason: lastError()) }
         defer { free(resolved) }
         return String(cString: resolved)
     }
@@ -21,16 +18,16 @@ enum FileSystem {
     }
 
     /// Creates `path` and its missing parents.
-    static func makeFolders(_ path: String) throws {
+    static func makeFolders(_ path: String) throws(CounterpartServer.StartError) {
         if isFolder(path) { return }
         var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             current += "/" + component
             if mkdir(current, 0o755) != 0, errno != EEXIST {
-                throw Failure(description: "cannot create the folder \(current): \(String(cString: strerror(errno)))")
+                throw .unusableFolder(path: path, reason: "cannot create \(current): \(lastError())")
             }
         }
-        guard isFolder(path) else { throw Failure(description: "\(path) is not a folder") }
+        guard isFolder(path) else { throw .unusableFolder(path: path, reason: "it is not a folder") }
     }
 
     /// The names in a folder, `.` and `..` excluded.
@@ -39,9 +36,14 @@ enum FileSystem {
         defer { closedir(handle) }
         var names: [String] = []
         while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = entryName(entry)
             if name != "." && name != ".." { names.append(name) }
         }
         return names
+    }
+
+    /// The name of a folder entry read with `readdir`.
+    static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
+        withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     }
 }

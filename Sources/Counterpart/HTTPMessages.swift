@@ -1,3 +1,4 @@
+import Glibc
 import HTTPTransfer
 
 /// A header field as sent or received.
@@ -11,8 +12,8 @@ struct RequestHead: Sendable {
     var method: String
     /// The request target's path, exactly as sent: still percent-encoded.
     var path: String
-    /// Query arguments in order, exactly as sent (still percent-encoded); nil value for
-    /// an argument without `=`.
+    /// Query arguments in order, still percent-encoded (libmicrohttpd has turned `+` into
+    /// a space); nil value for an argument without `=`.
     var query: [(name: String, value: String?)]
     var version: String
     var headers: [HTTPField]
@@ -20,10 +21,7 @@ struct RequestHead: Sendable {
 
     /// The first value of the header `name`, compared case-insensitively.
     func header(_ name: String) -> String? {
-        headers.first { field in
-            field.name.utf8.count == name.utf8.count
-                && zip(field.name.utf8, name.utf8).allSatisfy { asciiLowercase($0) == asciiLowercase($1) }
-        }?.value
+        headers.first { equalsIgnoringASCIICase($0.name, name) }?.value
     }
 
     /// Whether the request says a body follows (a non-zero Content-Length, or chunked).
@@ -32,37 +30,125 @@ struct RequestHead: Sendable {
         return header("Content-Length").map { $0 != "0" } ?? false
     }
 
+    /// Whether the client waits for `100 Continue` before it sends its body.
+    var expectsContinue: Bool {
+        header("Expect").map { equalsIgnoringASCIICase($0, "100-continue") } ?? false
+    }
+
     /// The first value of the query argument `name`, percent-decoded (`+` as a space);
     /// `.some(nil)` when it is present without a value.
     func queryArgument(_ name: String) -> String?? {
         guard let argument = query.first(where: { $0.name == name }) else { return nil }
-        return .some(argument.value.map { PercentDecoding.decode($0, plusAsSpace: true) ?? $0 })
+        return .some(argument.value.map { PercentEncoding.decode($0, plusAsSpace: true) ?? $0 })
+    }
+
+    /// `?a=b&c` with what libmicrohttpd decoded encoded again, or "" without a query.
+    var queryString: String {
+        guard !query.isEmpty else { return "" }
+        func encode(_ text: String) -> String {
+            // Keep the client's own escapes; encode what is not allowed in a query.
+            var out = ""
+            for byte in text.utf8 {
+                switch byte {
+                case 0x21...0x7E where byte != 0x23 && byte != 0x26 && byte != 0x3D: out.unicodeScalars.append(Unicode.Scalar(byte))
+                default: out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+                }
+            }
+            return out
+        }
+        return "?" + query.map { argument in
+            encode(argument.name) + (argument.value.map { "=" + encode($0) } ?? "")
+        }.joined(separator: "&")
+    }
+
+    /// The path and query, for the log.
+    var target: String { path + queryString }
+}
+
+/// A request path split into percent-decoded segments, once, for every endpoint.
+enum RequestPath {
+    case segments([String])
+    /// A `%` escape that is not two hex digits.
+    case malformed
+    /// A segment that decodes to `.` or `..`, or holds `/` or NUL: only an escape attempt
+    /// does that.
+    case refused
+
+    init(_ rawPath: String) {
+        var segments: [String] = []
+        for raw in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
+            guard let bytes = PercentEncoding.decodeBytes(String(raw)) else {
+                self = .malformed
+                return
+            }
+            guard !bytes.contains(0x2F), !bytes.contains(0), bytes != [0x2E], bytes != [0x2E, 0x2E],
+                  let segment = String(validating: bytes, as: UTF8.self) else {
+                self = .refused
+                return
+            }
+            segments.append(segment)
+        }
+        self = .segments(segments)
+    }
+
+    /// `/a/b%20c` for segments `a`, `b c`.
+    static func encoded(_ segments: [String]) -> String {
+        "/" + segments.map { PercentEncoding.encode($0) }.joined(separator: "/")
     }
 }
 
-private func asciiLowercase(_ byte: UInt8) -> UInt8 {
+func equalsIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
+    a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { asciiLowercase($0) == asciiLowercase($1) }
+}
+
+func asciiLowercase(_ byte: UInt8) -> UInt8 {
     (0x41...0x5A).contains(byte) ? byte | 0x20 : byte
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
+    }
+}
+
+/// An open file descriptor with one owner: it is closed when the owner goes away, unless
+/// it was taken (by libmicrohttpd, which then closes it).
+final class OpenFile {
+    private var descriptor: Int32
+
+    init(_ descriptor: Int32) { self.descriptor = descriptor }
+
+    /// The descriptor, for reading; still owned here.
+    var borrowed: Int32 { descriptor }
+
+    /// Hands the descriptor over: from now on the taker closes it.
+    func take() -> Int32 {
+        defer { descriptor = -1 }
+        return descriptor
+    }
+
+    deinit {
+        if descriptor >= 0 { close(descriptor) }
+    }
 }
 
 /// What a response's body is made of.
 enum ResponseBody {
     case empty
     case bytes([UInt8])
-    /// `length` bytes of an open file from `offset`, sent with sendfile. The response
-    /// takes ownership of the descriptor and closes it.
-    case file(descriptor: Int32, offset: UInt64, length: UInt64)
+    /// `length` bytes of an open file from `offset`, sent with sendfile.
+    case file(OpenFile, offset: UInt64, length: UInt64)
     /// `length` bytes produced on demand.
     case stream(length: UInt64, any ResponseStream)
 }
 
-/// A body produced piece by piece, as the connection can take it.
+/// A body produced piece by piece, as the connection can take it. It releases what it
+/// holds when it goes away.
 protocol ResponseStream: AnyObject {
     /// Fills `buffer` with the bytes from `position` on; returns how many it wrote (at
     /// least one while the body is not complete), or nil on an error, which cuts the
     /// connection.
     func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int?
-    /// Releases what the stream holds; called once, when the response is done with it.
-    func close()
 }
 
 struct Response {
@@ -88,7 +174,8 @@ struct Response {
 
 /// What an endpoint does with a request once its head has arrived.
 enum RequestAction {
-    /// Answer now, without reading a body.
+    /// Answer without reading the body: at once when the client waits for `100 Continue`
+    /// or announces more than can be drained, else after draining the body it sends.
     case respond(Response)
     /// Read the body into this receiver, then answer with what it returns.
     case receiveBody(any RequestBodyReceiver)
@@ -109,6 +196,7 @@ protocol RequestBodyReceiver: AnyObject {
 struct CompletedRequest: Sendable {
     var head: RequestHead
     var status: Int
+    /// Body bytes of the response (0 for HEAD).
     var bodyBytes: UInt64
     var seconds: Double
     /// False when the connection ended before the response was sent in full.

@@ -17,10 +17,9 @@ final class MicroHTTPDDaemon: Sendable {
         /// in pieces of about half of it.
         var connectionMemoryLimit: Int
         var maxConnections: UInt32
-    }
-
-    struct StartError: Error, CustomStringConvertible {
-        var description: String
+        /// Body bytes read and thrown away so that a response decided on the head reaches a
+        /// client that sends its body without waiting for `100 Continue`.
+        var maxDrainBytes: UInt64
     }
 
     let port: UInt16
@@ -29,9 +28,9 @@ final class MicroHTTPDDaemon: Sendable {
     /// Kept alive as long as the daemon: MHD holds its address as the handler's context.
     private let dispatcherReference: Unmanaged<Dispatcher>
 
-    init(options: Options, handler: any RequestHandler) throws {
+    init(options: Options, handler: any RequestHandler) throws(CounterpartServer.StartError) {
         let address = try SocketAddress(host: options.host, port: options.port)
-        dispatcher = Dispatcher(handler: handler)
+        dispatcher = Dispatcher(handler: handler, maxDrainBytes: options.maxDrainBytes)
         dispatcherReference = Unmanaged.passRetained(dispatcher)
         let context = dispatcherReference.toOpaque()
 
@@ -66,7 +65,7 @@ final class MicroHTTPDDaemon: Sendable {
         }
         guard let started else {
             dispatcherReference.release()
-            throw StartError(description: "cannot listen on \(options.host) port \(options.port): \(String(cString: strerror(errno)))")
+            throw .cannotListen(host: options.host, port: options.port, reason: FileSystem.lastError())
         }
         daemon = DaemonPointer(pointer: started)
         port = cp_daemon_port(started)
@@ -100,10 +99,14 @@ private struct DaemonPointer: @unchecked Sendable {
 /// The handler's context, shared by all MHD threads: only `let`s and synchronized state.
 private final class Dispatcher: Sendable {
     let handler: any RequestHandler
+    let maxDrainBytes: UInt64
     let inFlight = Atomic<Int>(0)
     let quiescedSocket = Mutex<Int32?>(nil)
 
-    init(handler: any RequestHandler) { self.handler = handler }
+    init(handler: any RequestHandler, maxDrainBytes: UInt64) {
+        self.handler = handler
+        self.maxDrainBytes = maxDrainBytes
+    }
 }
 
 /// Per-request state kept in MHD's `con_cls`. MHD calls a connection from one thread at a
@@ -137,9 +140,16 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
         switch dispatcher.handler.handle(state.head) {
         case .respond(let response) where state.head.announcesBody:
-            // Answered without reading the body: MHD sends no `100 Continue`, skips the
-            // body and closes the connection after the response.
-            return queue(response, on: connection, for: state)
+            let declared = state.head.header("Content-Length").flatMap(UInt64.init)
+            if state.head.expectsContinue || declared.map({ $0 > dispatcher.maxDrainBytes }) ?? false {
+                // The client waits for `100 Continue` (or sends too much to drain): answer
+                // now; MHD skips the body and closes the connection after the response.
+                return queue(response, on: connection, for: state)
+            }
+            // A client that sends its body at once would see the connection close under
+            // it and miss the answer: read the body, drop it, then answer.
+            state.receiver = BodyDrain(response: response, limit: dispatcher.maxDrainBytes)
+            return MHD_Result.YES
         case .respond(let response):
             // Queued once MHD has the whole request, so the connection can be kept alive.
             state.pending = response
@@ -237,7 +247,7 @@ private let collectValue: MHD_KeyValueIterator = { cls, _, key, value in
 private func queue(_ response: Response, on connection: OpaquePointer, for state: RequestState) -> MHD_Result {
     state.answered = true
     state.status = response.status
-    state.bodyBytes = response.bodyLength
+    state.bodyBytes = state.head.method == "HEAD" ? 0 : response.bodyLength
 
     let created: OpaquePointer?
     switch response.body {
@@ -247,19 +257,16 @@ private func queue(_ response: Response, on connection: OpaquePointer, for state
         created = bytes.withUnsafeBytes { buffer in
             MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), MHD_ResponseMemoryMode.RESPMEM_MUST_COPY)
         }
-    case .file(let descriptor, _, 0):
-        close(descriptor)
+    case .file(_, _, 0):
         created = MHD_create_response_from_buffer(0, nil, MHD_ResponseMemoryMode.RESPMEM_PERSISTENT)
-    case .file(let descriptor, let offset, let length):
+    case .file(let file, let offset, let length):
+        let descriptor = file.take()
         created = MHD_create_response_from_fd_at_offset64(length, descriptor, offset)
         if created == nil { close(descriptor) }
     case .stream(let length, let stream):
         let box = Unmanaged.passRetained(StreamBox(stream)).toOpaque()
-        created = MHD_create_response_from_callback(length, 64 * 1024, readStream, box, freeStream)
-        if created == nil {
-            stream.close()
-            Unmanaged<StreamBox>.fromOpaque(box).release()
-        }
+        created = MHD_create_response_from_callback(length, streamBlockSize, readStream, box, freeStream)
+        if created == nil { Unmanaged<StreamBox>.fromOpaque(box).release() }
     }
     guard let created else { return MHD_Result.NO }
     for field in response.headers {
@@ -285,6 +292,29 @@ private let readStream: MHD_ContentReaderCallback = { cls, position, buffer, max
 
 private let freeStream: MHD_ContentReaderFreeCallback = { cls in
     guard let cls else { return }
-    let box = Unmanaged<StreamBox>.fromOpaque(cls).takeRetainedValue()
-    box.stream.close()
+    Unmanaged<StreamBox>.fromOpaque(cls).release()
+}
+
+/// The size of the pieces a stream is asked for.
+private let streamBlockSize = 64 * 1024
+
+/// Reads a request body and throws it away, then gives the response decided on its head.
+private final class BodyDrain: RequestBodyReceiver {
+    private let response: Response
+    private let limit: UInt64
+    private var received: UInt64 = 0
+
+    init(response: Response, limit: UInt64) {
+        self.response = response
+        self.limit = limit
+    }
+
+    func receive(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        received += UInt64(chunk.count)
+        return received <= limit
+    }
+
+    func finish() -> Response { response }
+
+    func abandon() {}
 }

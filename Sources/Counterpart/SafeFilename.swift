@@ -1,7 +1,8 @@
 /// Turns the file name a client sent into a name that is safe to store: the last path
 /// component (after `/` or `\`), without control or invisible formatting characters
 /// (right-to-left overrides included), without leading dots or spaces, at most
-/// `maxBytes` of UTF-8 (the extension kept), and never empty.
+/// `maxBytes` of UTF-8 (an extension of up to 32 bytes kept), and never empty. A name
+/// that is taken gets a `-N` suffix, which may add a few bytes (`UploadStore.commit`).
 enum SafeFilename {
     static let maxBytes = 200
     static let fallback = "upload"
@@ -24,10 +25,10 @@ enum SafeFilename {
         return trimmed.isEmpty ? fallback : trimmed
     }
 
-    /// `name` with `-1`, `-2`, ... before its extension: `a.png` → `a-1.png`.
-    static func variant(of name: String, number: Int) -> String {
+    /// `name` with `-suffix` before its extension: `a.png` → `a-1.png`.
+    static func variant(of name: String, suffix: String) -> String {
         let (stem, ext) = split(name)
-        return "\(stem)-\(number)\(ext)"
+        return "\(stem)-\(suffix)\(ext)"
     }
 
     private static func split(_ name: String) -> (stem: String, ext: String) {

@@ -6,7 +6,7 @@ struct SocketAddress {
     private(set) var isIPv6 = false
 
     /// Resolves `host` (an address such as `127.0.0.1`, `::`, or a name such as `localhost`).
-    init(host: String, port: UInt16) throws {
+    init(host: String, port: UInt16) throws(CounterpartServer.StartError) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -14,7 +14,7 @@ struct SocketAddress {
         var result: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &result)
         guard status == 0, let first = result else {
-            throw MicroHTTPDDaemon.StartError(description: "cannot resolve the host \"\(host)\": \(String(cString: gai_strerror(status)))")
+            throw .cannotListen(host: host, port: port, reason: "the host cannot be resolved: \(String(cString: gai_strerror(status)))")
         }
         defer { freeaddrinfo(result) }
         withUnsafeMutableBytes(of: &storage) { destination in

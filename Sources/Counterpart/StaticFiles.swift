@@ -6,99 +6,77 @@ import HTTPTransfer
 /// `index.html` or a listing. Nothing outside the folder is ever reachable.
 struct StaticFiles: Sendable {
     let folder: ServedFolder
-    /// The URL path the folder is served at, ending in `/`.
-    let urlPrefix: String
-    /// Whether names starting with a dot are hidden and refused (the uploads folder, where
-    /// temporary files have such names).
+    /// The URL path segments the folder is served at (`[]` for the root, `["uploads"]`).
+    let urlPrefix: [String]
+    /// Whether names starting with a dot are hidden and refused.
     let hidesDotFiles: Bool
+    /// Whether a folder's `index.html` stands for it (not in the uploads folder, where a
+    /// client could upload one to replace the listing).
+    let servesIndexFiles: Bool
+    /// Headers added to every file response (the uploads folder sends files clients
+    /// uploaded: they must not run as pages of this origin).
+    let fileHeaders: [HTTPField]
     let rangePolicy: RangePolicy
 
-    func respond(to head: RequestHead, relativePath: Substring) -> Response {
+    func respond(to head: RequestHead, segments: [String]) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
             return Responses.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: "\(head.path) (a static path)")
         }
-        let segments: [String]
-        switch decodeSegments(relativePath) {
-        case .segments(let decoded): segments = decoded
-        case .refused(let response): return response
+        // Uploads in progress are never served, wherever the uploads folder is.
+        guard !segments.contains(where: { $0.hasPrefix(UploadStore.temporaryPrefix) || (hidesDotFiles && $0.hasPrefix(".")) }) else {
+            return notFound(head)
         }
         let relative = segments.isEmpty ? "." : segments.joined(separator: "/")
         guard let (file, info) = openBeneath(relative) else {
-            return errno == EACCES ? Responses.error(403, "\(head.path) cannot be read") : Responses.error(404, "\(head.path) was not found")
+            return errno == EACCES ? Responses.error(403, "\(head.path) cannot be read") : notFound(head)
         }
         switch info.st_mode & S_IFMT {
         case S_IFREG:
-            return FileResponder(head: head, descriptor: file, info: info, name: segments.last ?? "", rangePolicy: rangePolicy).respond()
+            return FileResponder(head: head, file: file, info: info, name: segments.last ?? "",
+                                 extraHeaders: fileHeaders, rangePolicy: rangePolicy).respond()
         case S_IFDIR:
-            return respondWithFolder(head: head, descriptor: file, relative: relative)
+            return respondWithFolder(head: head, file: file, segments: segments, relative: relative)
         default:
-            close(file)
             return Responses.error(404, "\(head.path) is not a file")
         }
     }
 
-    private enum DecodedPath {
-        case segments([String])
-        case refused(Response)
-    }
-
-    /// Percent-decodes each segment once. A segment that decodes to `.`, `..`, or holds a
-    /// `/` or NUL (from `%2F`, `%00`) can only be an escape attempt: 404.
-    private func decodeSegments(_ path: Substring) -> DecodedPath {
-        var segments: [String] = []
-        for raw in path.split(separator: "/", omittingEmptySubsequences: true) {
-            guard let bytes = PercentDecoding.decodeBytes(String(raw)) else {
-                return .refused(Responses.error(400, "the path has a malformed percent-encoding: \(raw)"))
-            }
-            guard !bytes.contains(0x2F), !bytes.contains(0), bytes != [0x2E], bytes != [0x2E, 0x2E],
-                  !(hidesDotFiles && bytes.first == 0x2E),
-                  let segment = String(validating: bytes, as: UTF8.self) else {
-                return .refused(Responses.error(404, "\(urlPrefix)\(path) was not found"))
-            }
-            segments.append(segment)
-        }
-        return .segments(segments)
+    private func notFound(_ head: RequestHead) -> Response {
+        Responses.error(404, "\(head.path) was not found")
     }
 
     /// The file or folder at `relative` beneath the served folder, opened, and its status.
-    private func openBeneath(_ relative: String) -> (Int32, stat)? {
-        let file = folder.open(relative)
-        guard file >= 0 else { return nil }
+    private func openBeneath(_ relative: String) -> (OpenFile, stat)? {
+        let descriptor = folder.open(relative)
+        guard descriptor >= 0 else { return nil }
+        let file = OpenFile(descriptor)
         var info = stat()
-        guard fstat(file, &info) == 0 else {
-            close(file)
-            return nil
-        }
+        guard fstat(descriptor, &info) == 0 else { return nil }
         return (file, info)
     }
 
-    private func respondWithFolder(head: RequestHead, descriptor: Int32, relative: String) -> Response {
+    private func respondWithFolder(head: RequestHead, file: OpenFile, segments: [String], relative: String) -> Response {
+        let urlPath = RequestPath.encoded(urlPrefix + segments) + (urlPrefix.isEmpty && segments.isEmpty ? "" : "/")
         guard head.path.hasSuffix("/") else {
-            close(descriptor)
             // Relative links in the folder's page need the trailing slash, as nginx does.
-            let query = head.query.map { argument in argument.value.map { "\(argument.name)=\($0)" } ?? argument.name }
-                .joined(separator: "&")
-            let location = head.path + "/" + (query.isEmpty ? "" : "?" + query)
-            return Response(status: 301, headers: [HTTPField(name: "Location", value: location)])
+            return Response(status: 301, headers: [HTTPField(name: "Location", value: urlPath + head.queryString)])
         }
-        if let (index, info) = openBeneath(relative + "/index.html") {
-            if info.st_mode & S_IFMT == S_IFREG {
-                close(descriptor)
-                return FileResponder(head: head, descriptor: index, info: info, name: "index.html", rangePolicy: rangePolicy).respond()
-            }
-            close(index)
+        if servesIndexFiles, let (index, info) = openBeneath(relative + "/index.html"), info.st_mode & S_IFMT == S_IFREG {
+            return FileResponder(head: head, file: index, info: info, name: "index.html",
+                                 extraHeaders: fileHeaders, rangePolicy: rangePolicy).respond()
         }
-        return DirectoryListing(descriptor: descriptor, urlPath: head.path).response(for: head)
+        return DirectoryListing(folder: folder, relative: relative, file: file, urlPath: urlPath).response(for: head)
     }
 }
 
 /// The answer for one open regular file.
 private struct FileResponder {
     let head: RequestHead
-    let descriptor: Int32
+    let file: OpenFile
     let info: stat
     /// The file's name as requested: its extension gives the type, and `?download` uses it.
     let name: String
+    let extraHeaders: [HTTPField]
     let rangePolicy: RangePolicy
 
     /// Bodies up to this size are read and sent from memory: libmicrohttpd sends such a
@@ -126,10 +104,11 @@ private struct FileResponder {
         var resolution = RangeResolution(rangeHeader: rangeHeader, length: length, policy: rangePolicy)
         switch conditions.evaluate(Validators(entityTag: entityTag, lastModified: lastModified)) {
         case .notModified:
-            close(descriptor)
-            return Response(status: 304, headers: headers)
+            // libmicrohttpd sends no body with a 304 but announces the size it was given:
+            // give it the file's, so Content-Length says what a 200 would send (RFC 9110
+            // §8.6), not 0.
+            return Response(status: 304, headers: headers, body: .file(file, offset: 0, length: length))
         case .preconditionFailed:
-            close(descriptor)
             return Responses.error(412, "a precondition of the request (If-Match or If-Unmodified-Since) does not hold for \(head.path)",
                                    headers: headers)
         case .ignoreRange:
@@ -137,23 +116,24 @@ private struct FileResponder {
         case .proceed:
             break
         }
-
-        if let download = downloadDisposition() { headers.append(download) }
-        switch resolution {
-        case .full:
-            headers.append(HTTPField(name: "Content-Type", value: contentType))
-            return Response(status: 200, headers: headers, body: body(offset: 0, length: length))
-        case .unsatisfiable:
-            close(descriptor)
+        if case .unsatisfiable = resolution {
             return Responses.error(416, "the range \(rangeHeader ?? "") is outside \(head.path), which is \(length) bytes long",
                                    headers: headers + [HTTPField(name: "Content-Range", value: ContentRange.unsatisfied(completeLength: length).description)])
+        }
+
+        headers += extraHeaders
+        if let download = downloadDisposition() { headers.append(download) }
+        switch resolution {
+        case .full, .unsatisfiable:
+            headers.append(HTTPField(name: "Content-Type", value: contentType))
+            return Response(status: 200, headers: headers, body: body(offset: 0, length: length))
         case .partial(let ranges) where ranges.count == 1:
             let range = ranges[0]
             headers.append(HTTPField(name: "Content-Type", value: contentType))
             headers.append(HTTPField(name: "Content-Range", value: ContentRange.satisfied(range, completeLength: length).description))
             return Response(status: 206, headers: headers, body: body(offset: range.first, length: range.count))
         case .partial(let ranges):
-            let stream = ByteRangesStream(descriptor: descriptor, ranges: ranges, completeLength: length, contentType: contentType)
+            let stream = ByteRangesStream(file: file, ranges: ranges, completeLength: length, contentType: contentType)
             headers.append(HTTPField(name: "Content-Type", value: stream.contentType))
             return Response(status: 206, headers: headers, body: .stream(length: stream.length, stream))
         }
@@ -162,10 +142,9 @@ private struct FileResponder {
     /// `length` bytes from `offset`: read now when small, else sent from the descriptor.
     private func body(offset: UInt64, length: UInt64) -> ResponseBody {
         if length <= Self.smallBodyBytes, head.method == "GET", let bytes = readFully(offset: offset, length: Int(length)) {
-            close(descriptor)
             return .bytes(bytes)
         }
-        return .file(descriptor: descriptor, offset: offset, length: length)
+        return .file(file, offset: offset, length: length)
     }
 
     /// The bytes, or nil when the file no longer has them all (it shrank since `fstat`;
@@ -175,7 +154,7 @@ private struct FileResponder {
         var filled = 0
         while filled < length {
             let count = bytes.withUnsafeMutableBytes {
-                pread(descriptor, $0.baseAddress! + filled, length - filled, off_t(offset) + off_t(filled))
+                pread(file.borrowed, $0.baseAddress! + filled, length - filled, off_t(offset) + off_t(filled))
             }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { return nil }

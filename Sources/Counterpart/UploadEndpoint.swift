@@ -15,20 +15,41 @@ struct UploadEndpoint: Sendable {
         default:
             return .respond(Responses.methodNotAllowed(head.method, allowed: ["POST", "OPTIONS"], on: "/upload"))
         }
-        // Everything the head already condemns is answered now, before `100 Continue`
-        // and before any body byte is read.
+        // Everything the head already condemns is answered before any body byte is stored
+        // (before `100 Continue` for a client that waits for it).
         let boundary: MultipartBoundary
         do {
             boundary = try MultipartBoundary(contentType: head.header("Content-Type"))
         } catch {
-            if case .notFormData = error { return .respond(Responses.error(415, error.description)) }
-            return .respond(Responses.error(400, error.description))
+            return .respond(UploadFailure.response(for: error))
         }
         if let declared = head.header("Content-Length").flatMap(UInt64.init), declared > limits.maxBodyBytes {
-            return .respond(Responses.error(413, "the body is \(declared) bytes; this server takes at most \(limits.maxBodyBytes)"))
+            return .respond(UploadFailure.tooLarge(limits.maxBodyBytes, declared: declared))
         }
         return .receiveBody(UploadReceiver(store: store, limits: limits, boundary: boundary,
                                            answersHTML: AcceptHeader(head.header("Accept")).prefersHTML))
+    }
+}
+
+/// Every way an upload fails, as the status and JSON error the contract gives it.
+enum UploadFailure {
+    static func response(for error: any Error) -> Response {
+        switch error {
+        case let error as MultipartBoundaryError:
+            if case .notFormData = error { return Responses.error(415, error.description) }
+            return Responses.error(400, error.description)
+        case let error as MultipartError:
+            return Responses.error(error.isSizeLimit ? 413 : 400, error.description)
+        case let error as StoreError:
+            return Responses.error(error.isOutOfSpace ? 507 : 500, error.description)
+        default:
+            return Responses.error(500, "the upload failed: \(error)")
+        }
+    }
+
+    static func tooLarge(_ limit: UInt64, declared: UInt64? = nil) -> Response {
+        let size = declared.map { "the body is \($0) bytes" } ?? "the body is larger than \(limit) bytes"
+        return Responses.error(413, "\(size); this server takes at most \(limit)")
     }
 }
 
@@ -55,8 +76,10 @@ final class UploadReceiver: RequestBodyReceiver {
     private let answersHTML: Bool
     private var parser: FormDataParser
     private var received: UInt64 = 0
-    /// The answer once something went wrong: from then on the body is only drained.
+    /// The answer once something went wrong, and how much had been received then: from
+    /// then on the body is only drained, up to `limits.maxDrainBytes` more.
     private var failure: Response?
+    private var receivedAtFailure: UInt64 = 0
     private var currentPart: FormPart?
     private var sink: UploadSink?
     private var fieldValue: [UInt8] = []
@@ -73,22 +96,22 @@ final class UploadReceiver: RequestBodyReceiver {
     func receive(_ chunk: UnsafeRawBufferPointer) -> Bool {
         received += UInt64(chunk.count)
         if received > limits.maxBodyBytes, failure == nil {
-            fail(Responses.error(413, "the body is larger than \(limits.maxBodyBytes) bytes, the most this server takes"))
+            fail(UploadFailure.tooLarge(limits.maxBodyBytes))
         }
         guard failure == nil else {
-            return received <= limits.maxBodyBytes + limits.maxDrainBytes
+            return received - receivedAtFailure <= limits.maxDrainBytes
         }
         do {
             try parser.feed(chunk) { event in try handle(event) }
         } catch {
-            fail(response(for: error))
+            fail(UploadFailure.response(for: error))
         }
         return true
     }
 
     func finish() -> Response {
         if failure == nil {
-            do { try parser.finish() } catch { fail(response(for: error)) }
+            do { try parser.finish() } catch { fail(UploadFailure.response(for: error)) }
         }
         if let failure { return failure }
         return answersHTML ? htmlReceipt() : Responses.json(200, jsonReceipt())
@@ -126,6 +149,7 @@ final class UploadReceiver: RequestBodyReceiver {
     private func fail(_ response: Response) {
         guard failure == nil else { return }
         failure = response
+        receivedAtFailure = received
         discardEverything()
     }
 
@@ -136,19 +160,8 @@ final class UploadReceiver: RequestBodyReceiver {
         files.removeAll()
     }
 
-    private func response(for error: any Error) -> Response {
-        switch error {
-        case let error as MultipartError:
-            return Responses.error(error.isSizeLimit ? 413 : 400, error.description)
-        case let error as StoreError:
-            return Responses.error(error.isOutOfSpace ? 507 : 500, error.description)
-        default:
-            return Responses.error(500, "the upload failed: \(error)")
-        }
-    }
-
     private func url(of file: StoredFile) -> String {
-        "/uploads/" + PercentDecoding.encodePath(file.storedName)
+        "/uploads/" + PercentEncoding.encode(file.storedName)
     }
 
     private func jsonReceipt() -> JSON {

@@ -12,7 +12,7 @@ final class UploadStore: Sendable {
     static let temporaryPrefix = ".counterpart-"
     private static let counter = AtomicCounter()
 
-    init(folder path: String) throws {
+    init(folder path: String) throws(CounterpartServer.StartError) {
         try FileSystem.makeFolders(path)
         folder = try FileSystem.realPath(path)
     }
@@ -35,24 +35,35 @@ final class UploadStore: Sendable {
     }
 
     /// Moves a complete sink into place under `name` or, if taken, `name-1`, `name-2`, ...
-    /// Returns the name used.
+    /// up to `sequentialNames`, then `name-<random>`. Returns the name used.
     func commit(_ sink: UploadSink, as name: String) throws -> String {
         try sink.close()
+        var attempt = 0
         var candidate = name
-        var number = 0
         // link(2) fails if the name exists: no file is ever replaced, even by a
         // concurrent upload of the same name.
         while link(sink.path, folder + "/" + candidate) != 0 {
-            guard errno == EEXIST, number < 10_000 else {
+            guard errno == EEXIST, attempt < Self.sequentialNames + Self.randomNames else {
                 let code = errno
                 sink.discard()
                 throw StoreError(operation: "store \(name)", code: code)
             }
-            number += 1
-            candidate = SafeFilename.variant(of: name, number: number)
+            attempt += 1
+            let suffix = attempt <= Self.sequentialNames ? String(attempt) : Self.randomSuffix()
+            candidate = SafeFilename.variant(of: name, suffix: suffix)
         }
         unlink(sink.path)
         return candidate
+    }
+
+    /// `a-1.png` … `a-100.png` are tried in turn: readable names for the usual few
+    /// repeats, without a linear search through thousands.
+    static let sequentialNames = 100
+    /// Then random suffixes: each is almost surely free.
+    static let randomNames = 16
+
+    private static func randomSuffix() -> String {
+        String(UInt64.random(in: 0..<(1 << 48)), radix: 36)
     }
 
     func remove(_ name: String) {

@@ -25,7 +25,8 @@ public enum FormDataEvent {
 
 /// `multipart/form-data` (RFC 7578) over `MultipartParser`: every part must have a
 /// `Content-Disposition: form-data` with a `name`; the parts are classified as fields or
-/// files; text fields are limited to `limits.maxFieldBytes` in all.
+/// files; the form's text — field values, names and file names — is limited to
+/// `limits.maxFieldBytes` in all.
 ///
 /// A part with two `Content-Disposition` or two `Content-Type` headers is refused: which
 /// one counts would be a guess, and servers that guess differently disagree on the form.
@@ -81,20 +82,25 @@ private struct FormState {
             let formPart = try classify(part)
             currentIsField = !formPart.isFile
             currentPart = part
+            // Names and file names count too: they are echoed back in receipts.
+            try count(formPart.name.utf8.count + (formPart.filename?.utf8.count ?? 0))
             try handler(.partBegin(formPart))
         case .partData(let bytes):
-            if currentIsField {
-                fieldBytes += bytes.count
-                if fieldBytes > maxFieldBytes, let part = currentPart {
-                    throw MultipartError(.fieldBytesExceeded(limit: maxFieldBytes), offset: part.offset,
-                                         part: part.number, boundary: boundary)
-                }
-            }
+            if currentIsField { try count(bytes.count) }
             try handler(.partData(bytes))
         case .partEnd:
             try handler(.partEnd)
         case .end:
             try handler(.end)
+        }
+    }
+
+    /// Adds to the bytes of text the form holds; throws past the limit.
+    private mutating func count(_ bytes: Int) throws {
+        fieldBytes += bytes
+        if fieldBytes > maxFieldBytes, let part = currentPart {
+            throw MultipartError(.fieldBytesExceeded(limit: maxFieldBytes), offset: part.offset,
+                                 part: part.number, boundary: boundary)
         }
     }
 

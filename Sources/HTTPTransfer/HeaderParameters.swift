@@ -21,6 +21,10 @@ public struct ParameterizedValue: Equatable, Sendable {
         self.parameters = parameters
     }
 
+    /// Parameters one value may have: real headers have a handful; a limit keeps a hostile
+    /// one from costing more than a glance.
+    public static let maxParameters = 64
+
     /// The value of the parameter `name` (case-insensitive), if present.
     public subscript(parameter name: String) -> String? {
         let wanted = ASCII.lowercased(name)
@@ -28,7 +32,8 @@ public struct ParameterizedValue: Equatable, Sendable {
     }
 
     /// Parses `text`. Throws on an empty value, a parameter without `=`, an unterminated
-    /// quoted-string, text after a closing quote, or a parameter given twice.
+    /// quoted-string, text after a closing quote, a parameter given twice, or more than
+    /// `maxParameters` parameters.
     ///
     /// Deliberate leniencies, as browsers' and Go's parsers have them: empty list members
     /// (`;;`) are skipped; an unquoted value runs to the next `;` even if it is not a token;
@@ -42,6 +47,7 @@ public struct ParameterizedValue: Equatable, Sendable {
         guard !main.isEmpty else { throw HeaderValueError("the value is empty") }
         value = headerText(main)
         parameters = []
+        var seen = Set<String>()
 
         while index < bytes.count {
             index += 1  // past ";"
@@ -94,8 +100,11 @@ public struct ParameterizedValue: Equatable, Sendable {
                 while index < bytes.count, bytes[index] != ASCII.semicolon { index += 1 }
                 parameterValue = headerText(ASCII.trimmed(bytes[valueStart..<index]))
             }
-            guard !parameters.contains(where: { $0.name == name }) else {
+            guard seen.insert(name).inserted else {
                 throw HeaderValueError("parameter \"\(name)\" is given twice")
+            }
+            guard parameters.count < Self.maxParameters else {
+                throw HeaderValueError("more than \(Self.maxParameters) parameters")
             }
             parameters.append(Parameter(name: name, value: parameterValue))
         }
@@ -125,7 +134,7 @@ public enum ExtendedValue {
             let byte = encoded[index]
             if byte == 0x25 {
                 guard index + 2 < encoded.endIndex,
-                      let high = hexValue(encoded[index + 1]), let low = hexValue(encoded[index + 2])
+                      let high = PercentEncoding.hexValue(encoded[index + 1]), let low = PercentEncoding.hexValue(encoded[index + 2])
                 else { return nil }
                 decoded.append(high << 4 | low)
                 index += 3
@@ -155,29 +164,18 @@ public enum ExtendedValue {
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
                 out += "%"
-                out.unicodeScalars.append(hexDigits[Int(byte >> 4)])
-                out.unicodeScalars.append(hexDigits[Int(byte & 0xF)])
+                out.unicodeScalars.append(PercentEncoding.hexDigits[Int(byte >> 4)])
+                out.unicodeScalars.append(PercentEncoding.hexDigits[Int(byte & 0xF)])
             }
         }
         return out
     }
-
-    private static let hexDigits: [Unicode.Scalar] = Array("0123456789ABCDEF".unicodeScalars)
 
     /// RFC 8187 §3.2.1 `attr-char`.
     static func isAttrChar(_ b: UInt8) -> Bool {
         switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
         default: return Array("!#$&+-.^_`|~".utf8).contains(b)
-        }
-    }
-
-    static func hexValue(_ b: UInt8) -> UInt8? {
-        switch b {
-        case 0x30...0x39: return b - 0x30
-        case 0x41...0x46: return b - 0x41 + 10
-        case 0x61...0x66: return b - 0x61 + 10
-        default: return nil
         }
     }
 }

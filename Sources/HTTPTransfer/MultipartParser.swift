@@ -4,7 +4,8 @@ public struct MultipartLimits: Equatable, Sendable {
     public var maxHeaderBytes: Int
     /// Parts in one body.
     public var maxParts: Int
-    /// Bytes of all text fields together (file parts do not count; see `FormDataParser`).
+    /// Bytes of the form's text together: field values, part names and file names (file
+    /// contents do not count; see `FormDataParser`).
     public var maxFieldBytes: Int
 
     public static let defaultMaxHeaderBytes = 16 * 1024

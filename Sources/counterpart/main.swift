@@ -27,20 +27,6 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-/// A byte count with an optional unit: `1048576`, `512M`, `10GiB`.
-func parseSize(_ text: String) -> UInt64? {
-    let units: [(String, UInt64)] = [("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("TIB", 1 << 40),
-                                     ("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40),
-                                     ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1)]
-    let upper = text.uppercased()
-    for (suffix, factor) in units where upper.hasSuffix(suffix) {
-        guard let number = UInt64(upper.dropLast(suffix.count)) else { return nil }
-        let (product, overflow) = number.multipliedReportingOverflow(by: factor)
-        return overflow ? nil : product
-    }
-    return UInt64(text)
-}
-
 var configuration = Configuration(port: 8080, root: "./public", uploads: "./uploads", accessLog: true)
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
@@ -69,7 +55,7 @@ while let argument = arguments.popFirst() {
         configuration.uploads = value()
     case "--max-upload-bytes":
         let text = value()
-        guard let size = parseSize(text), size > 0 else { fail("--max-upload-bytes: \"\(text)\" is not a size (e.g. 1048576, 512M, 10GiB)") }
+        guard let size = ByteCount.parse(text), size > 0 else { fail("--max-upload-bytes: \"\(text)\" is not a size (e.g. 1048576, 512M, 10GiB)") }
         configuration.maxUploadBytes = size
     case "--threads":
         let text = value()

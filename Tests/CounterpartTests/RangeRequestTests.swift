@@ -171,3 +171,61 @@ struct RangeRequestTests {
         #expect(data == sampleData[20_250...40_499])
     }
 }
+
+@Suite("Static files: answers to review findings")
+struct StaticFileReviewTests {
+    let server: TestServer
+    init() throws { server = try makeStaticServer() }
+
+    @Test func a304AnnouncesTheLengthOfTheFileNotZero() throws {
+        let etag = try #require(try curl([server.url("/data.bin")]).header("ETag"))
+        let raw = try rawExchange(port: server.server.port, Array(
+            "GET /data.bin HTTP/1.1\r\nHost: x\r\nIf-None-Match: \(etag)\r\n\r\nGET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        let text = String(decoding: raw, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 304 Not Modified\r\n"))
+        #expect(text.contains("Content-Length: 100000\r\n"))
+        // No body follows the 304: the next response comes right after its header block.
+        let first = try #require(text.range(of: "\r\n\r\n"))
+        #expect(text[first.upperBound...].hasPrefix("HTTP/1.1 200 OK"))
+    }
+
+    @Test(arguments: [";", "*/*,;", ";q=1", "text/html;;q=0.5,,", "/", "a/", "*/*;q=abc"])
+    func anOddAcceptHeaderIsHarmless(_ accept: String) throws {
+        #expect(try curl(["-H", "Accept: \(accept)", server.url("/list/")]).status == 200)
+        #expect(try curl(["-H", "Accept: \(accept)", "-F", "a=1", server.url("/upload")]).status == 200)
+    }
+
+    @Test func jsonClientsGetJSONListingsEvenWithWildcards() throws {
+        // axios's default Accept.
+        let result = try curl(["-H", "Accept: application/json, text/plain, */*", server.url("/list/")])
+        #expect(result.header("Content-Type") == "application/json")
+    }
+
+    @Test func redirectsAreBuiltFromTheDecodedPath() throws {
+        let doubled = try curl(["--path-as-is", server.url("//list?a+b=c%20d")])
+        #expect(doubled.status == 301)
+        #expect(doubled.header("Location") == "/list/?a%20b=c%20d")
+    }
+
+    @Test func listingsLeaveOutSymlinksThatLeadOut() throws {
+        let json = try curl(["-H", "Accept: application/json", server.url("/")]).json()
+        let names = (json["entries"] as? [[String: Any]])?.compactMap { $0["name"] as? String } ?? []
+        #expect(names.contains("link-inside.txt"))
+        #expect(!names.contains("link-outside"))
+        #expect(!names.contains("folder-outside"))
+    }
+
+    @Test func aFIFOInTheRootDoesNotHoldAThread() throws {
+        let fifo = server.root.appendingPathComponent("pipe").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        for _ in 0..<6 {
+            #expect(try curl(["--max-time", "5", server.url("/pipe")]).status == 404)
+        }
+        #expect(try curl(["--max-time", "5", server.url("/hello.txt")]).status == 200)
+    }
+
+    @Test func downloadNamesOnlySuccessfulAnswers() throws {
+        #expect(try curl(["-H", "Range: bytes=999999-", server.url("/data.bin?download")]).header("Content-Disposition") == nil)
+        #expect(try curl(["-H", "If-Match: \"x\"", server.url("/data.bin?download")]).header("Content-Disposition") == nil)
+    }
+}

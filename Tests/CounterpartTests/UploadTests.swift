@@ -312,3 +312,63 @@ struct UploadErrorTests {
 enum PercentDecodingForTests {
     static func decode(_ text: String) -> String { text.removingPercentEncoding ?? text }
 }
+
+@Suite("Uploads: answers to review findings")
+struct UploadReviewTests {
+    @Test func aClientThatSendsItsWholeBodyAtOnceStillGetsTheRejection() throws {
+        let server = try TestServer()
+        // No Expect: 100-continue, 2 MB of body sent without waiting: the 415 arrives.
+        let body = [UInt8](testBytes(count: 2_000_000))
+        let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: \(body.count)\r\n\r\n"
+        let raw = try rawExchange(port: server.server.port, Array(head.utf8) + body)
+        #expect(String(decoding: raw.prefix(40), as: UTF8.self).hasPrefix("HTTP/1.1 415 "))
+    }
+
+    @Test func afterAnErrorOnlyTheDrainAllowanceIsRead() throws {
+        let server = try TestServer { $0.maxDrainBytes = 100_000; $0.maxUploadBytes = .max }
+        let bad = Array("--b\r\nno colon\r\n\r\n".utf8)
+        // A little more than the error: answered.
+        let small = try postBody(bad + [UInt8](repeating: 0x61, count: 50_000), contentType: "multipart/form-data; boundary=b", to: server.url("/upload"))
+        #expect(small.status == 400)
+        // Far more: the connection is cut once the allowance is read.
+        let path = try temporaryFile("big", Data(bad + [UInt8](repeating: 0x61, count: 5_000_000)))
+        let big = try curl(["-H", "Content-Type: multipart/form-data; boundary=b", "--data-binary", "@\(path)", server.url("/upload")])
+        #expect(big.status != 400)
+        #expect(try curl([server.url("/")]).status != 0)
+    }
+
+    @Test func temporaryFilesAreNeverServedWhateverThePath() throws {
+        let server = try TestServer { configuration in
+            configuration.uploads = configuration.root + "/data/up"
+        }
+        let temporary = server.root.appendingPathComponent("data/up/.counterpart-1-1.part")
+        try Data("partial".utf8).write(to: temporary)
+        for path in ["/data/up/.counterpart-1-1.part", "//data/up/.counterpart-1-1.part", "/uploads/.counterpart-1-1.part",
+                     "//uploads/.counterpart-1-1.part", "/%75ploads/.counterpart-1-1.part"] {
+            #expect(try curl(["--path-as-is", server.url(path)]).status == 404, "\(path)")
+        }
+    }
+
+    @Test func uploadedPagesCannotRunAsPagesOfTheServer() throws {
+        let server = try TestServer()
+        let page = try temporaryFile("page.html", Data("<script>alert(1)</script>".utf8))
+        _ = try curl(["-F", "f=@\(page)", "-F", "g=@\(try temporaryFile("index.html", Data("<h1>mine</h1>".utf8)))", server.url("/upload")])
+        let served = try curl([server.url("/uploads/page.html")])
+        #expect(served.header("Content-Security-Policy") == "sandbox")
+        #expect(served.header("X-Content-Type-Options") == "nosniff")
+        // An uploaded index.html does not replace the listing.
+        #expect(try curl(["-H", "Accept: application/json", server.url("/uploads/")]).header("Content-Type") == "application/json")
+    }
+
+    @Test func aNameTakenManyTimesGetsARandomSuffixNotAnError() throws {
+        let server = try TestServer()
+        try FileManager.default.createDirectory(at: server.uploads, withIntermediateDirectories: true)
+        try Data().write(to: server.uploads.appendingPathComponent("a.png"))
+        for n in 1...100 { try Data().write(to: server.uploads.appendingPathComponent("a-\(n).png")) }
+        let path = try temporaryFile("a.png", Data("x".utf8))
+        let result = try curl(["-F", "f=@\(path)", server.url("/upload")])
+        #expect(result.status == 200)
+        let url = try #require((try result.json()["files"] as? [[String: Any]])?.first?["url"] as? String)
+        #expect(url.hasPrefix("/uploads/a-") && url.hasSuffix(".png") && url != "/uploads/a-101.png")
+    }
+}

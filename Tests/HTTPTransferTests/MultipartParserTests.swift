@@ -315,9 +315,18 @@ private let multipartCases: [MultipartCase] = [
         limits: MultipartLimits(maxFieldBytes: 10),
         expected: .error(.fieldBytesExceeded, part: 2)),
     MultipartCase(
+        rule: "names and file names count toward the field-bytes limit (they are echoed back)",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"f\"; filename=\"\(String(repeating: "n", count: 20))\"\r\n\r\nx\r\n--B0undary--"),
+        limits: MultipartLimits(maxFieldBytes: 10),
+        expected: .error(.fieldBytesExceeded, part: 1)),
+    MultipartCase(
+        rule: "more than 64 parameters make an invalid Content-Disposition",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"a\"\((0..<64).map { "; p\($0)=" }.joined())\r\n\r\nv\r\n--B0undary--"),
+        expected: .error(.invalidContentDisposition, part: 1)),
+    MultipartCase(
         rule: "file content does not count toward the field-bytes limit",
         body: Array("--B0undary\r\n\(field("a", "12345"))\r\n--B0undary\r\nContent-Disposition: form-data; name=\"f\"; filename=\"big\"\r\n\r\n0123456789012345678901234567890123456789\r\n--B0undary--"),
-        limits: MultipartLimits(maxFieldBytes: 10),
+        limits: MultipartLimits(maxFieldBytes: 14),
         expected: .parts([.init(name: "a", content: "12345"),
                           .init(name: "f", filename: "big", content: "0123456789012345678901234567890123456789")])),
 ]
