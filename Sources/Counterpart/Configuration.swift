@@ -23,8 +23,8 @@ public struct Configuration: Sendable {
     public var connectionTimeout: UInt32
     /// Connections served at once; more wait in the listen queue.
     public var maxConnections: UInt32
-    /// Memory libmicrohttpd gives each connection: its request head must fit in it (larger
-    /// heads get libmicrohttpd's own 431), and body chunks arrive in pieces of about half.
+    /// Memory libmicrohttpd gives each connection: its request head must fit in it (a larger
+    /// head gets libmicrohttpd's own 431), and body chunks arrive in pieces of about half.
     public var connectionMemoryBytes: Int
     /// Body bytes still read (and thrown away) after a request's answer is decided, so that
     /// a client that sends its body at once gets that answer; a body that goes on longer
