@@ -29,4 +29,11 @@ static inline const struct sockaddr *cp_client_address(struct MHD_Connection *co
     return info == NULL ? NULL : info->client_addr;
 }
 
+/// The connection's socket, or -1.
+static inline int cp_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
 #endif

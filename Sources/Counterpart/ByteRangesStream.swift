@@ -49,11 +49,11 @@ final class ByteRangesStream: ResponseStream {
         contentType = writer.contentType("multipart/byteranges")
     }
 
-    func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+    func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
         // MHD reads forward; look back only if it ever asks for an earlier position.
         if current >= segments.count || position < starts[current] { current = 0 }
         while current < segments.count, position >= starts[current] + segments[current].length { current += 1 }
-        guard current < segments.count else { return nil }
+        guard current < segments.count else { return .cut }
         let within = position - starts[current]
         let wanted = Int(min(UInt64(buffer.count), segments[current].length - within))
         switch segments[current] {
@@ -61,10 +61,10 @@ final class ByteRangesStream: ResponseStream {
             bytes.withUnsafeBytes { source in
                 buffer.baseAddress!.copyMemory(from: source.baseAddress! + Int(within), byteCount: wanted)
             }
-            return wanted
+            return .bytes(wanted)
         case .file(let offset, _):
             let count = pread(file.borrowed, buffer.baseAddress, wanted, off_t(offset + within))
-            return count > 0 ? count : nil
+            return count > 0 ? .bytes(count) : .cut
         }
     }
 }

@@ -145,16 +145,34 @@ enum ResponseBody {
 /// A body produced piece by piece, as the connection can take it. It releases what it
 /// holds when it goes away.
 protocol ResponseStream: AnyObject {
-    /// Fills `buffer` with the bytes from `position` on; returns how many it wrote (at
-    /// least one while the body is not complete), or nil on an error, which cuts the
-    /// connection.
-    func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int?
+    /// Fills `buffer` with the bytes from `position` on (`position` counts from the start
+    /// of this body).
+    func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead
+}
+
+/// What a stream gives the connection next.
+enum StreamRead: Equatable {
+    /// This many bytes (at least one) are in the buffer.
+    case bytes(Int)
+    /// Nothing for now: ask again after the pause.
+    case pause(Pause)
+    /// Close the connection now (an error, or a `cut` fault).
+    case cut
+}
+
+/// How long an exchange holds still.
+enum Pause: Equatable {
+    case duration(Duration)
+    /// Until the client gives up and closes (a `stall` fault).
+    case untilClientLeaves
 }
 
 struct Response {
     var status: Int
     var headers: [HTTPField]
     var body: ResponseBody
+    /// A wait before the response headers go out (a `delay` fault).
+    var delay: Duration?
 
     init(status: Int, headers: [HTTPField] = [], body: ResponseBody = .empty) {
         self.status = status
@@ -179,28 +197,58 @@ enum RequestAction {
     case respond(Response)
     /// Read the body into this receiver, then answer with what it returns.
     case receiveBody(any RequestBodyReceiver)
+    /// Close the connection with a TCP reset, without any response (a `reset` fault).
+    case reset
 }
 
 /// Takes a request body as it arrives. Called from one connection thread at a time.
 protocol RequestBodyReceiver: AnyObject {
-    /// A chunk of the body. Returns false to close the connection at once (the body goes
-    /// past what the server is willing to read).
-    func receive(_ chunk: UnsafeRawBufferPointer) -> Bool
+    /// A chunk of the body: what was done with it.
+    func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake
     /// The body is complete: the response.
     func finish() -> Response
     /// The request ended before `finish` (the client left, the server stopped): undo.
     func abandon()
+    /// The parts the body held, for the request journal.
+    var receivedParts: [ReceivedPart] { get }
 }
 
-/// How a request ended, for the access log.
+/// What a receiver did with a chunk of body.
+enum BodyIntake: Equatable {
+    /// All of it.
+    case consumed
+    /// The first `consumed` bytes; the rest is offered again after the pause.
+    case pause(consumed: Int, Pause)
+    /// Close the connection now (the body goes past what the server will read, or a `cut`).
+    case close
+}
+
+/// One part of an upload, as the journal records it.
+struct ReceivedPart: Equatable, Sendable {
+    var name: String
+    var filename: String?
+    var contentType: String
+    var size: UInt64
+    var sha256: String?
+}
+
+/// How a request ended: for the access log and the request journal.
 struct CompletedRequest: Sendable {
     var head: RequestHead
+    /// When the head arrived.
+    var receivedAt: HTTPDate
     var status: Int
+    /// Body bytes the request carried (as far as they were read).
+    var requestBodyBytes: UInt64
     /// Body bytes of the response (0 for HEAD).
     var bodyBytes: UInt64
+    /// Body bytes of the response that went out, when known: all of them when the
+    /// request completed, what the stream produced when it was cut.
+    var bytesSent: UInt64?
     var seconds: Double
     /// False when the connection ended before the response was sent in full.
     var completed: Bool
+    var parts: [ReceivedPart]
 }
 
 /// The server's side of every request: the router.

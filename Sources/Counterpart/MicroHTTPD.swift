@@ -1,5 +1,8 @@
 import CMicroHTTPD
+import Dispatch
+import Foundation
 import Glibc
+import HTTPTransfer
 import Synchronization
 
 /// The one owner of libmicrohttpd: the daemon, the C callbacks and their `Unmanaged`
@@ -30,7 +33,7 @@ final class MicroHTTPDDaemon: Sendable {
 
     init(options: Options, handler: any RequestHandler) throws(CounterpartServer.StartError) {
         let address = try SocketAddress(host: options.host, port: options.port)
-        dispatcher = Dispatcher(handler: handler, maxDrainBytes: options.maxDrainBytes)
+        dispatcher = Dispatcher(handler: handler, maxDrainBytes: options.maxDrainBytes, threadPerConnection: options.threads == 0)
         dispatcherReference = Unmanaged.passRetained(dispatcher)
         let context = dispatcherReference.toOpaque()
 
@@ -49,7 +52,8 @@ final class MicroHTTPDDaemon: Sendable {
         // FIN that arrives behind unread body bytes, so an upload cut by a client that closed
         // normally would linger until the idle timeout. Measured no slower (see README).
         if options.threads > 0 {
-            flags |= MHD_USE_POLL.rawValue
+            // Suspend/resume carries the delay, rate and stall faults.
+            flags |= MHD_USE_POLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             items.append(MHD_OptionItem(option: .THREAD_POOL_SIZE, value: options.threads, ptr_value: nil))
         } else {
             flags |= MHD_USE_THREAD_PER_CONNECTION.rawValue | MHD_USE_POLL.rawValue
@@ -84,6 +88,7 @@ final class MicroHTTPDDaemon: Sendable {
     /// Stops the daemon: connections still open are cut; their requests complete as
     /// terminated (uploads in progress are abandoned).
     func stop() {
+        dispatcher.pauses.resumeAllForStop()
         MHD_stop_daemon(daemon.pointer)
         if let socket = dispatcher.quiescedSocket.withLock({ $0 }) { close(socket) }
         dispatcherReference.release()
@@ -102,11 +107,142 @@ private final class Dispatcher: Sendable {
     let maxDrainBytes: UInt64
     let inFlight = Atomic<Int>(0)
     let quiescedSocket = Mutex<Int32?>(nil)
+    let pauses: Pauses
 
-    init(handler: any RequestHandler, maxDrainBytes: UInt64) {
+    init(handler: any RequestHandler, maxDrainBytes: UInt64, threadPerConnection: Bool) {
         self.handler = handler
         self.maxDrainBytes = maxDrainBytes
+        pauses = Pauses(blocking: threadPerConnection)
     }
+}
+
+/// Holds connections still for a while (faults: delay, rate, stall). In the thread pool
+/// the connection is suspended and a timer resumes it; MHD must resume every suspended
+/// connection before it stops, and a suspended connection sees no client disconnect, so a
+/// stalled one is checked every second. With a thread per connection (where MHD cannot
+/// suspend) the connection's own thread sleeps instead, checking the same things.
+private final class Pauses: Sendable {
+    /// What became of a request to hold a connection.
+    enum Hold {
+        /// Suspended: MHD calls again once it resumes.
+        case suspended
+        /// The wait is over already (a thread per connection slept through it).
+        case waited
+        /// The server is stopping, or the client left: end the exchange.
+        case refused
+    }
+
+    private struct State {
+        var suspended: [UInt: ConnectionPointer] = [:]
+        /// Stalled connections whose client has gone: cut when they resume.
+        var abandoned: Set<UInt> = []
+        var stopping = false
+    }
+
+    private let state = Mutex(State())
+    private let timers = DispatchQueue(label: "counterpart.pauses")
+    private let blocking: Bool
+    private static let livenessInterval = Duration.seconds(1)
+
+    init(blocking: Bool) { self.blocking = blocking }
+
+    /// Holds `connection` still (from an MHD callback of its own) for `pause`.
+    func hold(_ connection: OpaquePointer, for pause: Pause) -> Hold {
+        blocking ? sleep(connection, for: pause) : suspend(connection, for: pause)
+    }
+
+    private func suspend(_ connection: OpaquePointer, for pause: Pause) -> Hold {
+        let key = Self.key(connection)
+        let suspended = state.withLock { state -> Bool in
+            guard !state.stopping else { return false }
+            MHD_suspend_connection(connection)
+            state.suspended[key] = ConnectionPointer(pointer: connection)
+            return true
+        }
+        guard suspended else { return .refused }
+        switch pause {
+        case .duration(let duration):
+            schedule(after: duration) { [self] in resume(key) }
+        case .untilClientLeaves:
+            watch(key, socket: cp_connection_fd(connection))
+        }
+        return .suspended
+    }
+
+    private func sleep(_ connection: OpaquePointer, for pause: Pause) -> Hold {
+        let deadline: ContinuousClock.Instant? = switch pause {
+        case .duration(let duration): .now + duration
+        case .untilClientLeaves: nil
+        }
+        let socket = cp_connection_fd(connection)
+        while true {
+            if state.withLock({ $0.stopping }) { return .refused }
+            let remaining = deadline.map { $0 - .now } ?? Self.livenessInterval
+            if remaining <= .zero { return .waited }
+            Thread.sleep(forTimeInterval: Double(min(remaining, Self.livenessInterval).components.seconds)
+                + Double(min(remaining, Self.livenessInterval).components.attoseconds) / 1e18)
+            if deadline == nil, Self.peerClosed(socket) { return .refused }
+        }
+    }
+
+    /// Whether the client of a stalled connection has gone (asked once, after it resumes).
+    func clientLeft(_ connection: OpaquePointer) -> Bool {
+        state.withLock { $0.abandoned.remove(Self.key(connection)) != nil }
+    }
+
+    /// Resumes every suspended connection and refuses new holds: before MHD stops.
+    func resumeAllForStop() {
+        state.withLock { state in
+            state.stopping = true
+            for connection in state.suspended.values { MHD_resume_connection(connection.pointer) }
+            state.suspended.removeAll()
+        }
+    }
+
+    private func resume(_ key: UInt) {
+        state.withLock { state in
+            // Gone from the table: already resumed for the stop.
+            if let connection = state.suspended.removeValue(forKey: key) { MHD_resume_connection(connection.pointer) }
+        }
+    }
+
+    /// Every second, peeks at a stalled connection's socket; once the client has left,
+    /// the connection is resumed to be cut.
+    private func watch(_ key: UInt, socket: Int32) {
+        schedule(after: Self.livenessInterval) { [self] in
+            let gone = Self.peerClosed(socket)
+            let stillSuspended = state.withLock { state -> Bool in
+                guard state.suspended[key] != nil else { return false }
+                if gone { state.abandoned.insert(key) }
+                return true
+            }
+            guard stillSuspended else { return }
+            if gone { resume(key) } else { watch(key, socket: socket) }
+        }
+    }
+
+    /// End of stream or an error on the socket: the client has gone.
+    private static func peerClosed(_ socket: Int32) -> Bool {
+        var byte: UInt8 = 0
+        let peeked = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
+    private static func key(_ connection: OpaquePointer) -> UInt {
+        UInt(bitPattern: Int(bitPattern: UnsafeMutableRawPointer(connection)))
+    }
+
+    private func schedule(after duration: Duration, _ work: @escaping @Sendable () -> Void) {
+        let (seconds, attoseconds) = duration.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        timers.asyncAfter(deadline: .now() + .nanoseconds(max(0, nanoseconds)), execute: work)
+    }
+}
+
+/// A connection handle kept while it is suspended; MHD keeps the connection alive until
+/// it is resumed, so the pointer stays valid as long as it is in the table.
+private struct ConnectionPointer: @unchecked Sendable {
+    let pointer: OpaquePointer
 }
 
 /// Per-request state kept in MHD's `con_cls`. MHD calls a connection from one thread at a
@@ -114,12 +250,16 @@ private final class Dispatcher: Sendable {
 private final class RequestState {
     let head: RequestHead
     let started: timespec
+    let receivedAt = HTTPDate.now
     var receiver: (any RequestBodyReceiver)?
     /// A response decided on the head, queued when the request is complete.
     var pending: Response?
     var answered = false
     var status = 0
     var bodyBytes: UInt64 = 0
+    var requestBodyBytes: UInt64 = 0
+    /// Bytes a streamed response has produced; nil for other bodies.
+    var streamed: StreamCounter?
 
     init(head: RequestHead) {
         self.head = head
@@ -139,12 +279,18 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         let state = RequestState(head: readHead(connection, url: url, method: method, version: version))
         requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
         switch dispatcher.handler.handle(state.head) {
+        case .reset:
+            // SO_LINGER 0: closing sends a RST, not a FIN.
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(cp_connection_fd(connection), SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            return MHD_Result.NO
         case .respond(let response) where state.head.announcesBody:
             let declared = state.head.header("Content-Length").flatMap(UInt64.init)
-            if state.head.expectsContinue || declared.map({ $0 > dispatcher.maxDrainBytes }) ?? false {
+            let canDrain = declared.map { $0 <= dispatcher.maxDrainBytes } ?? true
+            if response.delay == nil, state.head.expectsContinue || !canDrain {
                 // The client waits for `100 Continue` (or sends too much to drain): answer
                 // now; MHD skips the body and closes the connection after the response.
-                return queue(response, on: connection, for: state)
+                return queue(response, on: connection, for: state, dispatcher)
             }
             // A client that sends its body at once would see the connection close under
             // it and miss the answer: read the body, drop it, then answer.
@@ -162,18 +308,31 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
 
     let state = Unmanaged<RequestState>.fromOpaque(existing).takeUnretainedValue()
     if uploadDataSize.pointee > 0 {
-        let chunk = UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee)
-        uploadDataSize.pointee = 0
-        guard let receiver = state.receiver else { return MHD_Result.YES }
-        return receiver.receive(chunk) ? MHD_Result.YES : MHD_Result.NO
+        guard let receiver = state.receiver, !dispatcher.pauses.clientLeft(connection) else {
+            uploadDataSize.pointee = 0
+            return state.receiver == nil ? MHD_Result.YES : MHD_Result.NO
+        }
+        let offered = uploadDataSize.pointee
+        switch receiver.receive(UnsafeRawBufferPointer(start: uploadData, count: offered)) {
+        case .consumed:
+            state.requestBodyBytes += UInt64(offered)
+            uploadDataSize.pointee = 0
+            return MHD_Result.YES
+        case .pause(let consumed, let pause):
+            state.requestBodyBytes += UInt64(consumed)
+            uploadDataSize.pointee = offered - consumed
+            return dispatcher.pauses.hold(connection, for: pause) == .refused ? MHD_Result.NO : MHD_Result.YES
+        case .close:
+            state.requestBodyBytes += UInt64(offered)
+            return MHD_Result.NO
+        }
     }
     guard !state.answered else { return MHD_Result.YES }
     if let pending = state.pending {
-        state.pending = nil
-        return queue(pending, on: connection, for: state)
+        return queue(pending, on: connection, for: state, dispatcher)
     }
     guard let receiver = state.receiver else { return MHD_Result.YES }
-    return queue(receiver.finish(), on: connection, for: state)
+    return queue(receiver.finish(), on: connection, for: state, dispatcher)
 }
 
 private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, requestContext, termination in
@@ -185,9 +344,11 @@ private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, requestCo
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     let seconds = Double(now.tv_sec - state.started.tv_sec) + Double(now.tv_nsec - state.started.tv_nsec) / 1e9
+    let completed = termination == MHD_RequestTerminationCode.REQUEST_TERMINATED_COMPLETED_OK
     dispatcher.handler.completed(CompletedRequest(
-        head: state.head, status: state.status, bodyBytes: state.bodyBytes, seconds: seconds,
-        completed: termination == MHD_RequestTerminationCode.REQUEST_TERMINATED_COMPLETED_OK))
+        head: state.head, receivedAt: state.receivedAt, status: state.status, requestBodyBytes: state.requestBodyBytes,
+        bodyBytes: state.bodyBytes, bytesSent: completed ? state.bodyBytes : state.streamed?.count.load(ordering: .relaxed),
+        seconds: seconds, completed: completed, parts: state.receiver?.receivedParts ?? []))
     dispatcher.inFlight.subtract(1, ordering: .relaxed)
 }
 
@@ -243,8 +404,23 @@ private let collectValue: MHD_KeyValueIterator = { cls, _, key, value in
     return MHD_Result.YES
 }
 
-/// Turns a `Response` into an MHD response and queues it.
-private func queue(_ response: Response, on connection: OpaquePointer, for state: RequestState) -> MHD_Result {
+/// Turns a `Response` into an MHD response and queues it — after its delay, if it has one:
+/// the connection is suspended meanwhile and MHD calls the handler again when it resumes.
+private func queue(_ response: Response, on connection: OpaquePointer, for state: RequestState, _ dispatcher: Dispatcher) -> MHD_Result {
+    if let delay = response.delay {
+        var later = response
+        later.delay = nil
+        switch dispatcher.pauses.hold(connection, for: .duration(delay)) {
+        case .suspended:
+            state.pending = later
+            return MHD_Result.YES
+        case .waited:
+            return queue(later, on: connection, for: state, dispatcher)
+        case .refused:
+            return MHD_Result.NO
+        }
+    }
+    state.pending = nil
     state.answered = true
     state.status = response.status
     state.bodyBytes = state.head.method == "HEAD" ? 0 : response.bodyLength
@@ -264,7 +440,9 @@ private func queue(_ response: Response, on connection: OpaquePointer, for state
         created = MHD_create_response_from_fd_at_offset64(length, descriptor, offset)
         if created == nil { close(descriptor) }
     case .stream(let length, let stream):
-        let box = Unmanaged.passRetained(StreamBox(stream)).toOpaque()
+        let counter = StreamCounter()
+        state.streamed = counter
+        let box = Unmanaged.passRetained(StreamBox(stream, connection: connection, dispatcher: dispatcher, counter: counter)).toOpaque()
         created = MHD_create_response_from_callback(length, streamBlockSize, readStream, box, freeStream)
         if created == nil { Unmanaged<StreamBox>.fromOpaque(box).release() }
     }
@@ -277,17 +455,40 @@ private func queue(_ response: Response, on connection: OpaquePointer, for state
     return result
 }
 
+/// Bytes a stream has produced, read at completion (possibly from another MHD thread).
+private final class StreamCounter: Sendable {
+    let count = Atomic<UInt64>(0)
+}
+
+/// A stream with what its reader needs to pause the connection.
 private final class StreamBox {
     let stream: any ResponseStream
-    init(_ stream: any ResponseStream) { self.stream = stream }
+    let connection: OpaquePointer
+    let dispatcher: Dispatcher
+    let counter: StreamCounter
+
+    init(_ stream: any ResponseStream, connection: OpaquePointer, dispatcher: Dispatcher, counter: StreamCounter) {
+        self.stream = stream
+        self.connection = connection
+        self.dispatcher = dispatcher
+        self.counter = counter
+    }
 }
 
 private let readStream: MHD_ContentReaderCallback = { cls, position, buffer, max in
     guard let cls, let buffer else { return Int(MHD_CONTENT_READER_END_WITH_ERROR) }
     let box = Unmanaged<StreamBox>.fromOpaque(cls).takeUnretainedValue()
-    guard let count = box.stream.read(at: position, into: UnsafeMutableRawBufferPointer(start: buffer, count: max)),
-          count > 0 else { return Int(MHD_CONTENT_READER_END_WITH_ERROR) }
-    return count
+    if box.dispatcher.pauses.clientLeft(box.connection) { return Int(MHD_CONTENT_READER_END_WITH_ERROR) }
+    switch box.stream.read(at: position, into: UnsafeMutableRawBufferPointer(start: buffer, count: max)) {
+    case .bytes(let count) where count > 0:
+        box.counter.count.add(UInt64(count), ordering: .relaxed)
+        return count
+    case .pause(let pause):
+        // Returning 0 asks MHD to call again: once resumed, or at once after a sleep.
+        return box.dispatcher.pauses.hold(box.connection, for: pause) == .refused ? Int(MHD_CONTENT_READER_END_WITH_ERROR) : 0
+    case .bytes, .cut:
+        return Int(MHD_CONTENT_READER_END_WITH_ERROR)
+    }
 }
 
 private let freeStream: MHD_ContentReaderFreeCallback = { cls in
@@ -309,12 +510,14 @@ private final class BodyDrain: RequestBodyReceiver {
         self.limit = limit
     }
 
-    func receive(_ chunk: UnsafeRawBufferPointer) -> Bool {
+    func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
         received += UInt64(chunk.count)
-        return received <= limit
+        return received <= limit ? .consumed : .close
     }
 
     func finish() -> Response { response }
 
     func abandon() {}
+
+    var receivedParts: [ReceivedPart] { [] }
 }

@@ -93,21 +93,24 @@ final class UploadReceiver: RequestBodyReceiver {
         parser = FormDataParser(boundary: boundary, limits: limits.multipart)
     }
 
-    func receive(_ chunk: UnsafeRawBufferPointer) -> Bool {
+    func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
         received += UInt64(chunk.count)
         if received > limits.maxBodyBytes, failure == nil {
             fail(UploadFailure.tooLarge(limits.maxBodyBytes))
         }
         guard failure == nil else {
-            return received - receivedAtFailure <= limits.maxDrainBytes
+            return received - receivedAtFailure <= limits.maxDrainBytes ? .consumed : .close
         }
         do {
             try parser.feed(chunk) { event in try handle(event) }
         } catch {
             fail(UploadFailure.response(for: error))
         }
-        return true
+        return .consumed
     }
+
+    /// Every complete part in the order it came, kept even when the upload then fails.
+    private(set) var receivedParts: [ReceivedPart] = []
 
     func finish() -> Response {
         if failure == nil {
@@ -137,8 +140,12 @@ final class UploadReceiver: RequestBodyReceiver {
                 let name = try store.commit(sink, as: SafeFilename.make(from: part.filename ?? ""))
                 self.sink = nil
                 files.append(StoredFile(part: part, storedName: name, size: sink.size, sha256: digest))
+                receivedParts.append(ReceivedPart(name: part.name, filename: part.filename, contentType: part.contentType,
+                                                  size: sink.size, sha256: digest))
             } else {
                 fields.append((part.name, fieldValue))
+                receivedParts.append(ReceivedPart(name: part.name, filename: nil, contentType: part.contentType,
+                                                  size: UInt64(fieldValue.count), sha256: nil))
             }
         case .end:
             break
