@@ -1,32 +1,30 @@
-import Glibc
 import HTTPTransfer
 
-/// A `multipart/byteranges` body (RFC 9110 §14.6) read from a file as the connection
-/// takes it: part headers from memory, part contents with `pread`, never the whole in
-/// memory.
+/// A `multipart/byteranges` body (RFC 9110 §14.6) read as the connection takes it: part
+/// headers from memory, part contents from the source, never the whole in memory.
 final class ByteRangesStream: ResponseStream {
     private enum Segment {
         case text([UInt8])
-        case file(offset: UInt64, length: UInt64)
+        case content(offset: UInt64, length: UInt64)
 
         var length: UInt64 {
             switch self {
             case .text(let bytes): return UInt64(bytes.count)
-            case .file(_, let length): return length
+            case .content(_, let length): return length
             }
         }
     }
 
     let contentType: String
     let length: UInt64
-    private let file: OpenFile
+    private let source: any ByteSource
     private let segments: [Segment]
     /// Where each segment starts in the body.
     private let starts: [UInt64]
     private var current = 0
 
-    init(file: OpenFile, ranges: [ByteRange], completeLength: UInt64, contentType partType: String) {
-        self.file = file
+    init(source: any ByteSource, ranges: [ByteRange], completeLength: UInt64, contentType partType: String) {
+        self.source = source
         var writer = MultipartWriter()
         var segments: [Segment] = []
         for range in ranges {
@@ -34,7 +32,7 @@ final class ByteRangesStream: ResponseStream {
                 .init(name: "Content-Type", value: partType),
                 .init(name: "Content-Range", value: ContentRange.satisfied(range, completeLength: completeLength).description),
             ])))
-            segments.append(.file(offset: range.first, length: range.count))
+            segments.append(.content(offset: range.first, length: range.count))
         }
         segments.append(.text(writer.finish()))
         self.segments = segments
@@ -62,9 +60,9 @@ final class ByteRangesStream: ResponseStream {
                 buffer.baseAddress!.copyMemory(from: source.baseAddress! + Int(within), byteCount: wanted)
             }
             return .bytes(wanted)
-        case .file(let offset, _):
-            let count = pread(file.borrowed, buffer.baseAddress, wanted, off_t(offset + within))
-            return count > 0 ? .bytes(count) : .cut
+        case .content(let offset, _):
+            let count = source.read(at: offset + within, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<wanted]))
+            return count.map { .bytes($0) } ?? .cut
         }
     }
 }

@@ -32,9 +32,18 @@ public struct Configuration: Sendable {
     public var maxDrainBytes: UInt64
     /// One line per request on stderr.
     public var accessLog: Bool
+    /// Faults injected into every request (a request's own fault spec overrides them).
+    public var faults: FaultSpec
+    /// Requests the journal keeps (the oldest go first); 0 keeps none.
+    public var journalCapacity: Int
+    /// The origin browser apps may use the server from (`*` for any); nil: no CORS headers.
+    public var corsOrigin: String?
+    /// Whether clients on other machines may use the control endpoints that change state.
+    public var allowsRemoteControl: Bool
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     public static let defaultThreads = 4
+    public static let defaultJournalCapacity = 1_000
 
     public init(
         host: String = "127.0.0.1",
@@ -49,7 +58,11 @@ public struct Configuration: Sendable {
         maxConnections: UInt32 = 1_000,
         connectionMemoryBytes: Int = 64 * 1024,
         maxDrainBytes: UInt64 = 64 << 20,
-        accessLog: Bool = false
+        accessLog: Bool = false,
+        faults: FaultSpec = FaultSpec(),
+        journalCapacity: Int = defaultJournalCapacity,
+        corsOrigin: String? = nil,
+        allowsRemoteControl: Bool = false
     ) {
         self.host = host
         self.port = port
@@ -64,5 +77,9 @@ public struct Configuration: Sendable {
         self.connectionMemoryBytes = connectionMemoryBytes
         self.maxDrainBytes = maxDrainBytes
         self.accessLog = accessLog
+        self.faults = faults
+        self.journalCapacity = journalCapacity
+        self.corsOrigin = corsOrigin
+        self.allowsRemoteControl = allowsRemoteControl
     }
 }

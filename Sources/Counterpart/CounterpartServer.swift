@@ -14,6 +14,8 @@ public final class CounterpartServer: Sendable {
     public let configuration: Configuration
     /// The port it listens on (the one picked when `configuration.port` was 0).
     public let port: UInt16
+    /// The last requests it answered (`configuration.journalCapacity` of them).
+    public let journal: RequestJournal
     private let daemon: MicroHTTPDDaemon
     private let store: UploadStore
     private let stopped = Mutex(false)
@@ -40,6 +42,7 @@ public final class CounterpartServer: Sendable {
         store = try UploadStore(folder: configuration.uploads)
         let uploadsFolder = try ServedFolder(path: store.folder)
         store.removeStaleTemporaryFiles()
+        journal = RequestJournal(capacity: configuration.journalCapacity)
         let router = Router(
             root: StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
                               fileHeaders: [], rangePolicy: configuration.rangePolicy),
@@ -48,6 +51,11 @@ public final class CounterpartServer: Sendable {
             upload: UploadEndpoint(store: store, limits: UploadLimits(
                 maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
                 maxDrainBytes: configuration.maxDrainBytes)),
+            generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy),
+            control: ControlEndpoint(journal: journal, store: store, allowsRemoteControl: configuration.allowsRemoteControl),
+            serverFaults: configuration.faults,
+            cors: configuration.corsOrigin.map(CORS.init),
+            journal: journal,
             accessLog: configuration.accessLog)
         daemon = try MicroHTTPDDaemon(options: .init(
             host: configuration.host, port: configuration.port, threads: configuration.threads,

@@ -280,9 +280,12 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
         switch dispatcher.handler.handle(state.head) {
         case .reset:
-            // SO_LINGER 0: closing sends a RST, not a FIN.
-            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-            setsockopt(cp_connection_fd(connection), SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            // connect(AF_UNSPEC) disconnects a TCP socket with a RST (Linux tcp_disconnect);
+            // MHD then closes what is left. Closing with SO_LINGER 0 would not do: MHD
+            // shuts the socket down first, which sends a FIN.
+            var unspecified = sockaddr()
+            unspecified.sa_family = sa_family_t(AF_UNSPEC)
+            _ = connect(cp_connection_fd(connection), &unspecified, socklen_t(MemoryLayout<sockaddr>.size))
             return MHD_Result.NO
         case .respond(let response) where state.head.announcesBody:
             let declared = state.head.header("Content-Length").flatMap(UInt64.init)

@@ -66,6 +66,17 @@ final class UploadStore: Sendable {
         String(UInt64.random(in: 0..<(1 << 48)), radix: 36)
     }
 
+    /// Removes every stored upload (not the uploads in progress); returns how many.
+    func removeStoredFiles() -> Int {
+        var removed = 0
+        for name in FileSystem.names(in: folder) where !name.hasPrefix(".") {
+            var info = stat()
+            guard lstat(folder + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            if unlink(folder + "/" + name) == 0 { removed += 1 }
+        }
+        return removed
+    }
+
     func remove(_ name: String) {
         unlink(folder + "/" + name)
     }

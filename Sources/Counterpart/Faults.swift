@@ -1,0 +1,176 @@
+import Glibc
+import HTTPTransfer
+
+/// Applies a `FaultSpec` to one exchange: the response it sends, or the body it reads.
+/// The mechanics of waiting and cutting belong to the adapter; this decides what and when.
+enum Faults {
+    /// The fault spec of a request: the server's, overridden by the `Counterpart-Fault`
+    /// header, overridden by query arguments.
+    static func spec(for head: RequestHead, serverWide: FaultSpec) throws(FaultSpecError) -> FaultSpec {
+        var spec = serverWide
+        if let header = head.header("Counterpart-Fault") { spec = spec.overridden(by: try FaultSpec(parsing: header)) }
+        return spec.overridden(by: try FaultSpec(query: head.query))
+    }
+
+    /// The action with the faults of `spec` applied.
+    static func apply(_ spec: FaultSpec, to action: RequestAction, method: String) -> RequestAction {
+        if spec.reset { return .reset }
+        if let status = spec.status {
+            var response = Responses.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
+            response.delay = spec.delayMilliseconds.map { .milliseconds($0) }
+            return .respond(response)
+        }
+        switch action {
+        case .respond(let response):
+            return .respond(apply(spec, to: response, method: method))
+        case .receiveBody(let receiver):
+            return .receiveBody(FaultyBodyReceiver(spec, wrapping: receiver, method: method))
+        case .reset:
+            return .reset
+        }
+    }
+
+    /// The response with the delay, and its body cut, stalled or throttled.
+    static func apply(_ spec: FaultSpec, to response: Response, method: String) -> Response {
+        var response = response
+        if let delay = spec.delayMilliseconds { response.delay = .milliseconds(delay) }
+        guard spec.cut != nil || spec.stall != nil || spec.rate != nil, method != "HEAD" else { return response }
+        let length = response.bodyLength
+        let source: any ResponseStream
+        switch response.body {
+        case .empty: return response
+        case .bytes(let bytes): source = BytesStream(bytes)
+        case .file(let file, let offset, let length): source = SourceRangeStream(file, offset: offset, length: length)
+        case .stream(_, let stream): source = stream
+        }
+        response.body = .stream(length: length, FaultyStream(spec, wrapping: source))
+        return response
+    }
+}
+
+/// Throttling, shared by responses and uploads: how many bytes may have passed by now, and
+/// how long to wait before some more may.
+struct Throttle {
+    let bytesPerSecond: UInt64
+    private var start: ContinuousClock.Instant?
+
+    init(bytesPerSecond: UInt64) { self.bytesPerSecond = bytesPerSecond }
+
+    /// Bytes allowed in total since the first call.
+    mutating func allowed() -> UInt64 {
+        let now = ContinuousClock.now
+        let start = self.start ?? now
+        self.start = start
+        let elapsed = now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return UInt64(seconds * Double(bytesPerSecond))
+    }
+
+    /// The wait until `more` bytes (at least a tenth of a second's worth) are allowed.
+    func wait(for more: UInt64) -> Duration {
+        let bytes = max(more, max(1, bytesPerSecond / 10))
+        return .nanoseconds(Int64(min(Double(bytes) / Double(bytesPerSecond) * 1e9, 1e9)))
+    }
+}
+
+/// A response body with `cut`, `stall` and `rate` applied; `position` counts bytes of
+/// this response (a Range response's own body).
+final class FaultyStream: ResponseStream {
+    private let spec: FaultSpec
+    private let source: any ResponseStream
+    private var throttle: Throttle?
+
+    init(_ spec: FaultSpec, wrapping source: any ResponseStream) {
+        self.spec = spec
+        self.source = source
+        throttle = spec.rate.map(Throttle.init)
+    }
+
+    func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
+        if let cut = spec.cut, position >= cut { return .cut }
+        if let stall = spec.stall, position >= stall { return .pause(.untilClientLeaves) }
+        var limit = UInt64(buffer.count)
+        if let cut = spec.cut { limit = min(limit, cut - position) }
+        if let stall = spec.stall { limit = min(limit, stall - position) }
+        if var throttle {
+            let allowed = throttle.allowed()
+            self.throttle = throttle
+            guard allowed > position else { return .pause(.duration(throttle.wait(for: limit))) }
+            limit = min(limit, allowed - position)
+        }
+        return source.read(at: position, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(limit)]))
+    }
+}
+
+/// A request body read with `cut`, `stall` and `rate` applied. A cut or stalled upload is
+/// abandoned, so nothing of it stays in the uploads folder.
+final class FaultyBodyReceiver: RequestBodyReceiver {
+    private let spec: FaultSpec
+    private let inner: any RequestBodyReceiver
+    private let method: String
+    private var throttle: Throttle?
+    private var received: UInt64 = 0
+    private var stalled = false
+
+    init(_ spec: FaultSpec, wrapping inner: any RequestBodyReceiver, method: String) {
+        self.spec = spec
+        self.inner = inner
+        self.method = method
+        throttle = spec.rate.map(Throttle.init)
+    }
+
+    func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
+        if let cut = spec.cut, received + UInt64(chunk.count) >= cut {
+            inner.abandon()
+            return .close
+        }
+        var take = UInt64(chunk.count)
+        var pause: Pause?
+        if let stall = spec.stall, received + take >= stall {
+            take = stall - received
+            pause = .untilClientLeaves
+        }
+        if var throttle {
+            let allowed = throttle.allowed()
+            self.throttle = throttle
+            if received + take > allowed {
+                take = allowed > received ? allowed - received : 0
+                pause = pause ?? .duration(throttle.wait(for: UInt64(chunk.count) - take))
+            }
+        }
+        if take > 0 {
+            switch inner.receive(UnsafeRawBufferPointer(rebasing: chunk[0..<Int(take)])) {
+            case .close: return .close
+            case .consumed, .pause: break
+            }
+            received += take
+        }
+        guard let pause else { return .consumed }
+        if pause == .untilClientLeaves, !stalled {
+            // It can never complete: drop what it stored now, not when the client leaves.
+            stalled = true
+            inner.abandon()
+        }
+        return .pause(consumed: Int(take), pause)
+    }
+
+    func finish() -> Response { Faults.apply(spec, to: inner.finish(), method: method) }
+
+    func abandon() { inner.abandon() }
+
+    var receivedParts: [ReceivedPart] { inner.receivedParts }
+}
+
+/// Bytes in memory, read as a stream.
+final class BytesStream: ResponseStream {
+    private let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
+        guard position < UInt64(bytes.count) else { return .cut }
+        let count = min(buffer.count, bytes.count - Int(position))
+        bytes.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + Int(position), byteCount: count) }
+        return .bytes(count)
+    }
+}
