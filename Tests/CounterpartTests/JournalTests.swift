@@ -1,0 +1,117 @@
+@testable import Counterpart
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+
+@Suite("The request journal and the control endpoints")
+struct JournalTests {
+    let server: TestServer
+    init() throws { server = try makeStaticServer() }
+
+    @Test func itRecordsWhatCurlSent() throws {
+        _ = try curl(["-H", "Range: bytes=20250-40499", "-H", "X-App: demo", server.url("/data.bin")])
+        let entry = try #require(server.server.journal.waitForRequests(path: "/data.bin").first)
+        #expect(entry.method == "GET")
+        #expect(entry.header("Range") == "bytes=20250-40499")
+        #expect(entry.header("x-app") == "demo")
+        #expect(entry.status == 206)
+        #expect(entry.responseBodyBytes == 20_250)
+        #expect(entry.bytesSent == 20_250)
+        #expect(!entry.clientHungUp)
+    }
+
+    @Test func itRecordsTheParts() throws {
+        let path = try temporaryFile("photo.png", testBytes(count: 5000))
+        _ = try curl(["-F", "user=dashen9", "-F", "file=@\(path)", server.url("/upload")])
+        let entry = try #require(server.server.journal.waitForRequests(path: "/upload", method: "POST").first)
+        #expect(entry.parts.map(\.name) == ["user", "file"])
+        #expect(entry.parts[1].filename == "photo.png")
+        #expect(entry.parts[1].size == 5000)
+        #expect(entry.parts[1].sha256 == (try sha256(testBytes(count: 5000))))
+        #expect(entry.requestBodyBytes > 5000)
+    }
+
+    @Test func itRecordsACutAndTheBytesThatWentOut() throws {
+        _ = try curl([server.url("/data.bin?cut=70000")])
+        let entry = try #require(server.server.journal.waitForRequests(path: "/data.bin").first)
+        #expect(entry.clientHungUp)
+        #expect(entry.bytesSent.map { $0 <= 70_000 } == true)
+        #expect(entry.target == "/data.bin?cut=70000")
+    }
+
+    @Test func theJSONEndpointFiltersAndClears() throws {
+        _ = try curl([server.url("/hello.txt")])
+        _ = try curl(["--head", server.url("/hello.txt")])
+        _ = try curl([server.url("/data.bin")])
+        _ = server.server.journal.waitForRequests(count: 3)
+        let json = try curl([server.url("/__counterpart/requests?path=/hello.txt&method=HEAD")]).json()
+        let requests = try #require(json["requests"] as? [[String: Any]])
+        #expect(requests.count == 1)
+        #expect(requests.first?["method"] as? String == "HEAD")
+        #expect(requests.first?["status"] as? Int == 200)
+        #expect(try curl(["-X", "DELETE", server.url("/__counterpart/requests")]).status == 204)
+        #expect(server.server.journal.requests().isEmpty)
+        // Control requests are not journaled themselves.
+        _ = try curl([server.url("/__counterpart/requests")])
+        #expect(server.server.journal.requests().isEmpty)
+    }
+
+    @Test func itKeepsOnlyTheLastN() throws {
+        let small = try makeStaticServer { $0.journalCapacity = 3 }
+        for index in 0..<5 { _ = try curl([small.url("/hello.txt?n=\(index)")]) }
+        let entries = small.server.journal.waitForRequests(count: 3)
+        _ = small.eventually { small.server.journal.requests().last?.target == "/hello.txt?n=4" }
+        #expect(small.server.journal.requests().map(\.target) == ["/hello.txt?n=2", "/hello.txt?n=3", "/hello.txt?n=4"])
+        #expect(entries.count == 3)
+    }
+
+    @Test func healthAndClearingTheUploads() throws {
+        #expect(try curl([server.url("/__counterpart/health")]).json()["status"] as? String == "ok")
+        let path = try temporaryFile("x.txt", Data("x".utf8))
+        _ = try curl(["-F", "f=@\(path)", server.url("/upload")])
+        let cleared = try curl(["-X", "DELETE", server.url("/__counterpart/uploads")])
+        #expect(try cleared.json()["removed"] as? Int == 1)
+        #expect(server.uploadedNames().isEmpty)
+        #expect(try curl(["-X", "POST", server.url("/__counterpart/uploads")]).status == 405)
+        #expect(try curl([server.url("/__counterpart/nothing")]).status == 404)
+    }
+
+    @Test(arguments: [("127.0.0.1", true), ("127.8.9.10", true), ("::1", true), ("::ffff:127.0.0.1", true),
+                      ("10.0.0.5", false), ("192.168.1.2", false), ("::ffff:10.0.0.1", false), ("fe80::1", false)])
+    func onlyLoopbackClientsChangeStateByDefault(_ address: String, _ allowed: Bool) {
+        #expect(ControlEndpoint.isLoopback(address) == allowed)
+    }
+}
+
+@Suite("CORS")
+struct CORSTests {
+    @Test func aSpecificOriginIsAllowedAndOthersAreNot() throws {
+        let server = try makeStaticServer { $0.corsOrigin = "https://app.example" }
+        let allowed = try curl(["-H", "Origin: https://app.example", server.url("/data.bin")])
+        #expect(allowed.header("Access-Control-Allow-Origin") == "https://app.example")
+        #expect(allowed.header("Vary") == "Origin")
+        #expect(allowed.header("Access-Control-Expose-Headers")?.contains("Content-Range") == true)
+        let other = try curl(["-H", "Origin: https://evil.example", server.url("/data.bin")])
+        #expect(other.header("Access-Control-Allow-Origin") == nil)
+    }
+
+    @Test func preflightForARangedDownloadAndAnUpload() throws {
+        let server = try makeStaticServer { $0.corsOrigin = "*" }
+        let preflight = try curl(["-X", "OPTIONS", "-H", "Origin: http://localhost:3000", "-H", "Access-Control-Request-Method: GET",
+                                  "-H", "Access-Control-Request-Headers: range, if-range", server.url("/data.bin")])
+        #expect(preflight.status == 204)
+        #expect(preflight.header("Access-Control-Allow-Origin") == "*")
+        #expect(preflight.header("Access-Control-Allow-Methods")?.contains("GET") == true)
+        #expect(preflight.header("Access-Control-Allow-Headers") == "range, if-range")
+        let upload = try curl(["-H", "Origin: http://localhost:3000", "-F", "a=1", server.url("/upload")])
+        #expect(upload.status == 200)
+        #expect(upload.header("Access-Control-Allow-Origin") == "*")
+    }
+
+    @Test func withoutCORSThereAreNoHeaders() throws {
+        let server = try makeStaticServer()
+        #expect(try curl(["-H", "Origin: https://app.example", server.url("/data.bin")]).header("Access-Control-Allow-Origin") == nil)
+    }
+}
