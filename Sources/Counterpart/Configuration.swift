@@ -40,6 +40,8 @@ public struct Configuration: Sendable {
     public var corsOrigin: String?
     /// Whether clients on other machines may use the control endpoints that change state.
     public var allowsRemoteControl: Bool
+    /// HTTPS with this certificate and key; nil: plain HTTP.
+    public var tls: TLSCredentials?
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     public static let defaultThreads = 4
@@ -62,7 +64,8 @@ public struct Configuration: Sendable {
         faults: FaultSpec = FaultSpec(),
         journalCapacity: Int = defaultJournalCapacity,
         corsOrigin: String? = nil,
-        allowsRemoteControl: Bool = false
+        allowsRemoteControl: Bool = false,
+        tls: TLSCredentials? = nil
     ) {
         self.host = host
         self.port = port
@@ -81,5 +84,6 @@ public struct Configuration: Sendable {
         self.journalCapacity = journalCapacity
         self.corsOrigin = corsOrigin
         self.allowsRemoteControl = allowsRemoteControl
+        self.tls = tls
     }
 }

@@ -26,9 +26,12 @@ public final class CounterpartServer: Sendable {
         case unusableFolder(path: String, reason: String)
         /// The address cannot be listened on (taken, not local, not resolvable).
         case cannotListen(host: String, port: UInt16, reason: String)
+        /// The certificate or key for HTTPS cannot be used.
+        case unusableTLS(reason: String)
 
         public var description: String {
             switch self {
+            case .unusableTLS(let reason): return "cannot serve HTTPS: \(reason)"
             case .unusableFolder(let path, let reason): return "cannot use the folder \(path): \(reason)"
             case .cannotListen(let host, let port, let reason): return "cannot listen on \(host) port \(port): \(reason)"
             }
@@ -60,7 +63,8 @@ public final class CounterpartServer: Sendable {
         daemon = try MicroHTTPDDaemon(options: .init(
             host: configuration.host, port: configuration.port, threads: configuration.threads,
             connectionTimeout: configuration.connectionTimeout, connectionMemoryLimit: configuration.connectionMemoryBytes,
-            maxConnections: configuration.maxConnections, maxDrainBytes: configuration.maxDrainBytes), handler: router)
+            maxConnections: configuration.maxConnections, maxDrainBytes: configuration.maxDrainBytes,
+            tls: configuration.tls), handler: router)
         port = daemon.port
     }
 
@@ -71,10 +75,10 @@ public final class CounterpartServer: Sendable {
         HTTPField(name: "Content-Security-Policy", value: "sandbox"),
     ]
 
-    /// `http://host:port` (IPv6 hosts in brackets).
+    /// `http://host:port`, or `https://` with TLS (IPv6 hosts in brackets).
     public var baseURL: URL {
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        return URL(string: "http://\(host):\(port)")!
+        return URL(string: "\(configuration.tls == nil ? "http" : "https")://\(host):\(port)")!
     }
 
     /// Stops taking connections, lets requests in flight finish for up to `grace`, then

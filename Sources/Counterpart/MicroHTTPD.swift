@@ -23,6 +23,7 @@ final class MicroHTTPDDaemon: Sendable {
         /// Body bytes read and thrown away so that a response decided on the head reaches a
         /// client that sends its body without waiting for `100 Continue`.
         var maxDrainBytes: UInt64
+        var tls: TLSCredentials?
     }
 
     let port: UInt16
@@ -60,6 +61,18 @@ final class MicroHTTPDDaemon: Sendable {
         }
         flags |= MHD_USE_ERROR_LOG.rawValue
 
+        // The PEM texts only have to live through the start: GnuTLS parses them there.
+        let certificate = strdup(options.tls?.certificatePEM ?? "")
+        let key = strdup(options.tls?.privateKeyPEM ?? "")
+        defer {
+            free(certificate)
+            free(key)
+        }
+        if options.tls != nil {
+            flags |= MHD_USE_TLS.rawValue
+            items.append(MHD_OptionItem(option: .HTTPS_MEM_CERT, value: 0, ptr_value: UnsafeMutableRawPointer(certificate)))
+            items.append(MHD_OptionItem(option: .HTTPS_MEM_KEY, value: 0, ptr_value: UnsafeMutableRawPointer(key)))
+        }
         let started: OpaquePointer? = address.withSockaddr { sockaddr in
             items.append(MHD_OptionItem(option: .SOCK_ADDR, value: 0, ptr_value: UnsafeMutableRawPointer(mutating: sockaddr)))
             items.append(MHD_OptionItem(option: .END, value: 0, ptr_value: nil))

@@ -1,12 +1,13 @@
 import Counterpart
-import Glibc
+import Foundation
 
 // The command: flags → configuration → serve until SIGINT or SIGTERM.
 
 let usage = """
     usage: counterpart [--host ADDR] [--port N] [--root DIR] [--uploads DIR]
                        [--max-upload-bytes N] [--threads N] [--quiet] [--fault SPEC]
-                       [--journal-size N] [--cors ORIGIN] [--allow-remote-control] [--help]
+                       [--journal-size N] [--cors ORIGIN] [--allow-remote-control]
+                       [--tls-cert FILE --tls-key FILE | --tls-self-signed] [--help]
 
       --host ADDR             address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)
       --port N                port (default 8080; 0 picks a free one)
@@ -20,6 +21,10 @@ let usage = """
       --journal-size N        requests kept for GET /__counterpart/requests (default \(Configuration.defaultJournalCapacity))
       --cors ORIGIN           allow browser apps from ORIGIN (or *) to use the server
       --allow-remote-control  let other machines clear the journal and the uploads
+      --tls-cert FILE         serve HTTPS with this PEM certificate (chain)...
+      --tls-key FILE          ...and this PEM private key
+      --tls-self-signed       serve HTTPS with a throwaway self-signed certificate; where it is
+                              written and its SHA-256 fingerprint are printed on stderr
       --help                  this text
 
     POST /upload takes multipart/form-data; files under --root and --uploads answer GET and
@@ -35,6 +40,9 @@ func fail(_ message: String) -> Never {
 }
 
 var configuration = Configuration(port: 8080, root: "./public", uploads: "./uploads", accessLog: true)
+var tlsCertificateFile: String?
+var tlsKeyFile: String?
+var tlsSelfSigned = false
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     var flag = argument
@@ -87,12 +95,46 @@ while let argument = arguments.popFirst() {
     case "--allow-remote-control":
         if inlineValue != nil { fail("--allow-remote-control takes no value") }
         configuration.allowsRemoteControl = true
+    case "--tls-cert":
+        tlsCertificateFile = value()
+    case "--tls-key":
+        tlsKeyFile = value()
+    case "--tls-self-signed":
+        if inlineValue != nil { fail("--tls-self-signed takes no value") }
+        tlsSelfSigned = true
     case "--help", "-h":
         FileHandleWriter.standardOutput(usage)
         exit(0)
     default:
         fail(argument.hasPrefix("-") ? "unknown flag \(flag)" : "unexpected argument \"\(argument)\"")
     }
+}
+
+switch (tlsCertificateFile, tlsKeyFile, tlsSelfSigned) {
+case (nil, nil, false):
+    break
+case (let certificate?, let key?, false):
+    do { configuration.tls = try TLSCredentials(certificateFile: certificate, privateKeyFile: key) } catch {
+        FileHandleWriter.standardError("counterpart: \(error)\n")
+        exit(1)
+    }
+case (nil, nil, true):
+    do {
+        let credentials = try TLSCredentials.selfSigned(hosts: [configuration.host])
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("counterpart-\(getpid())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let file = folder.appendingPathComponent("certificate.pem")
+        try credentials.certificatePEM.write(to: file, atomically: true, encoding: .utf8)
+        configuration.tls = credentials
+        FileHandleWriter.standardError("counterpart: HTTPS with a self-signed certificate, written to \(file.path) (trust it with curl --cacert), SHA-256 fingerprint \(credentials.sha256Fingerprint ?? "?")\n")
+    } catch {
+        FileHandleWriter.standardError("counterpart: \(error)\n")
+        exit(1)
+    }
+case (_, _, true):
+    fail("--tls-self-signed replaces --tls-cert and --tls-key")
+default:
+    fail(tlsCertificateFile == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
 }
 
 // Signals are taken by sigwait on this thread: block them before any server thread starts,
