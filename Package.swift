@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "HTTPTransfer", targets: ["HTTPTransfer"]),
         .library(name: "Counterpart", targets: ["Counterpart"]),
         .executable(name: "counterpart", targets: ["counterpart"]),
+        .executable(name: "counterpart-examples", targets: ["counterpart-examples"]),
     ],
     targets: [
         // The formats of file transfer over HTTP: pure Swift, no I/O, no C targets.
@@ -18,6 +19,10 @@ let package = Package(
         // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
         .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux"]),
         .executableTarget(name: "counterpart", dependencies: ["Counterpart"]),
+        // The seeds' clients (../shared/seeds) on URLSession, as a library the tests run
+        // and as a command that runs them against a server.
+        .target(name: "CounterpartExamples", dependencies: ["HTTPTransfer"]),
+        .executableTarget(name: "counterpart-examples", dependencies: ["CounterpartExamples"]),
         .executableTarget(name: "counterpart-bench", dependencies: ["HTTPTransfer"]),
         // libFuzzer targets: built with `scripts/fuzz` (see the README); a plain build
         // compiles them with a stub entry point.
@@ -25,7 +30,7 @@ let package = Package(
         .executableTarget(name: "fuzz-headers", dependencies: ["HTTPTransfer", "FuzzSupport"], path: "Fuzz/headers"),
         .target(name: "FuzzSupport", path: "Fuzz/support"),
         .testTarget(name: "HTTPTransferTests", dependencies: ["HTTPTransfer"]),
-        .testTarget(name: "CounterpartTests", dependencies: ["Counterpart", "HTTPTransfer"]),
+        .testTarget(name: "CounterpartTests", dependencies: ["Counterpart", "HTTPTransfer", "CounterpartExamples"]),
     ],
     swiftLanguageModes: [.v6]
 )

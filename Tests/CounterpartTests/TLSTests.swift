@@ -1,0 +1,86 @@
+import Counterpart
+import Foundation
+import Testing
+
+/// A built executable of this package, next to the test bundle.
+func packageExecutable(_ name: String) throws -> URL {
+    let candidates = [
+        URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0]).deletingLastPathComponent(),
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/debug"),
+    ].map { $0.appendingPathComponent(name) }
+    return try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
+                        "build the \(name) product first (swift build)")
+}
+
+/// Runs a command and returns its exit status and output.
+func runCommand(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+@Suite("HTTPS")
+struct TLSTests {
+    let server: TestServer
+    let certificateFile: String
+
+    init() throws {
+        let credentials = try TLSCredentials.selfSigned()
+        server = try makeStaticServer { $0.tls = credentials }
+        certificateFile = try temporaryFile("certificate.pem", Data(credentials.certificatePEM.utf8))
+    }
+
+    @Test func curlTrustsTheCertificateItIsGiven() throws {
+        #expect(server.server.baseURL.absoluteString.hasPrefix("https://127.0.0.1:"))
+        let get = try curl(["--cacert", certificateFile, server.url("/data.bin")])
+        #expect(get.status == 200 && get.body == sampleData)
+        let range = try curl(["--cacert", certificateFile, "-r", "100-199", server.url("/data.bin")])
+        #expect(range.status == 206 && range.body == sampleData[100...199])
+        let localhost = try curl(["--cacert", certificateFile, server.url("/hello.txt").replacingOccurrences(of: "127.0.0.1", with: "localhost")])
+        #expect(localhost.text == "hello\n")
+        let path = try temporaryFile("up.bin", testBytes(count: 300_000))
+        let upload = try curl(["--cacert", certificateFile, "-F", "f=@\(path)", server.url("/upload")])
+        #expect((try upload.json()["files"] as? [[String: Any]])?.first?["sha256"] as? String == (try sha256(testBytes(count: 300_000))))
+        let cut = try curl(["--cacert", certificateFile, server.url("/data.bin?cut=5000")])
+        #expect(cut.exitCode == 18 && cut.body == sampleData.prefix(5000))
+    }
+
+    @Test func withoutTheCertificateCurlRefuses() throws {
+        #expect(try curl([server.url("/hello.txt")]).exitCode == 60)
+    }
+
+    @Test func theFingerprintIsTheCertificates() throws {
+        let fingerprint = try #require(server.server.configuration.tls?.sha256Fingerprint)
+        let openssl = try runCommand("/usr/bin/openssl", ["x509", "-noout", "-fingerprint", "-sha256", "-in", certificateFile])
+        #expect(openssl.output.trimmingCharacters(in: .whitespacesAndNewlines).hasSuffix("=" + fingerprint))
+    }
+
+    /// URLSession on Linux trusts only the system's certificate store (FoundationNetworking
+    /// reads no CA setting outside Android), so the URLSession client runs in a mount
+    /// namespace of its own, where the store also holds this certificate: nothing outside
+    /// that process is changed, and it needs no privileges (an unprivileged user namespace).
+    @Test func urlSessionDownloadsAndResumesOverHTTPS() throws {
+        let bundle = try temporaryFile("bundle.pem", try Data(contentsOf: URL(fileURLWithPath: "/etc/ssl/certs/ca-certificates.crt"))
+            + Data(server.server.configuration.tls!.certificatePEM.utf8))
+        let examples = try packageExecutable("counterpart-examples").path
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let base = server.server.baseURL.absoluteString
+        let script = """
+            mount --bind '\(bundle)' /etc/ssl/certs/ca-certificates.crt && cd '\(folder.path)' && \
+            '\(examples)' '\(base)' info /data.bin && '\(examples)' '\(base)' resume /data.bin
+            """
+        let result = try runCommand("/usr/bin/unshare", ["--user", "--map-root-user", "--mount", "/bin/sh", "-c", script])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output.contains("100000"))
+    }
+}
