@@ -95,7 +95,7 @@ public struct FaultSpec: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// A delay longer than this is surely a mistake (10 minutes).
-    static let maxDelayMilliseconds: UInt64 = 600_000
+    public static let maxDelayMilliseconds: UInt64 = 600_000
 
     /// `cut=…,stall=…` with the faults set.
     public var description: String {
