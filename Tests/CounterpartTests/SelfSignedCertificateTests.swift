@@ -82,14 +82,14 @@ import Testing
         var urls = ["https://localhost:\(server.port)/", "https://127.0.0.1:\(server.port)/"]
         if server.listensOnIPv6 { urls.append("https://[::1]:\(server.port)/") }
         for url in urls {
-            let (status, output) = try run("/usr/bin/curl", ["--silent", "--show-error", "--max-time", "5",
+            let (status, output) = try runCommand("/usr/bin/curl", ["--silent", "--show-error", "--max-time", "5",
                                                              "--cacert", certificateFile, "--output", "/dev/null",
                                                              "--write-out", "%{http_code}", url])
             #expect(status == 0, "curl \(url): \(output)")
             #expect(output.hasPrefix("200"), "curl \(url): \(output)")
         }
         // Without the certificate as trust anchor, curl refuses it: the trust above came from it.
-        let (untrusted, _) = try run("/usr/bin/curl", ["--silent", "--max-time", "5", "--output", "/dev/null", urls[0]])
+        let (untrusted, _) = try runCommand("/usr/bin/curl", ["--silent", "--max-time", "5", "--output", "/dev/null", urls[0]])
         #expect(untrusted == 60)
     }
 
@@ -123,46 +123,11 @@ import Testing
 
 /// `openssl` with `arguments`; its stdout, or an error with its stderr if it failed.
 private func openssl(_ arguments: [String]) throws -> String {
-    let (status, output) = try run("/usr/bin/openssl", arguments)
+    let (status, output) = try runCommand("/usr/bin/openssl", arguments)
     try #require(status == 0, "openssl \(arguments.joined(separator: " ")) failed: \(output)")
     return output
 }
 
-/// Runs `executable` to its end: its exit status and its stdout followed by its stderr.
-private func run(_ executable: String, _ arguments: [String]) throws -> (Int32, String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let errorText = BackgroundRead(errors.fileHandleForReading)
-    let text = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: text, as: UTF8.self) + errorText.wait())
-}
-
-/// Reads a pipe to its end on another thread, so that neither pipe of a process fills up.
-/// Unchecked: `data` is written once before `done` is signalled and read after waiting for it.
-private final class BackgroundRead: @unchecked Sendable {
-    private let done = DispatchSemaphore(value: 0)
-    private var data = Data()
-
-    init(_ handle: FileHandle) {
-        DispatchQueue.global().async { [self] in
-            data = handle.readDataToEndOfFile()
-            done.signal()
-        }
-    }
-
-    func wait() -> String {
-        done.wait()
-        return String(decoding: data, as: UTF8.self)
-    }
-}
 
 /// The date after `label` in `openssl x509 -startdate -enddate` output ("Jan  2 03:04:05 2026 GMT").
 private func opensslDate(_ output: String, _ label: String) -> Date? {

@@ -198,3 +198,39 @@ final class BackgroundCall<T>: @unchecked Sendable {
         return try result!.get()
     }
 }
+
+/// Runs `executable` to its end: its exit status and its stdout followed by its stderr.
+func runCommand(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let errorText = BackgroundRead(errors.fileHandleForReading)
+    let text = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: text, as: UTF8.self) + errorText.wait())
+}
+
+/// Reads a pipe to its end on another thread, so that neither pipe of a process fills up.
+/// Unchecked: `data` is written once before `done` is signalled and read after waiting for it.
+final class BackgroundRead: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private var data = Data()
+
+    init(_ handle: FileHandle) {
+        DispatchQueue.global().async { [self] in
+            data = handle.readDataToEndOfFile()
+            done.signal()
+        }
+    }
+
+    func wait() -> String {
+        done.wait()
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -13,20 +13,6 @@ func packageExecutable(_ name: String) throws -> URL {
                         "build the \(name) product first (swift build)")
 }
 
-/// Runs a command and returns its exit status and output.
-func runCommand(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-}
-
 @Suite("HTTPS")
 struct TLSTests {
     let server: TestServer
