@@ -42,6 +42,8 @@ public struct Configuration: Sendable {
     public var allowsRemoteControl: Bool
     /// HTTPS with this certificate and key; nil: plain HTTP.
     public var tls: TLSCredentials?
+    /// Resumable uploads (tus and IETF) in progress at once, and how long one may sit idle.
+    public var resumableLimits: ResumableLimits
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     public static let defaultThreads = 4
@@ -65,7 +67,8 @@ public struct Configuration: Sendable {
         journalCapacity: Int = defaultJournalCapacity,
         corsOrigin: String? = nil,
         allowsRemoteControl: Bool = false,
-        tls: TLSCredentials? = nil
+        tls: TLSCredentials? = nil,
+        resumableLimits: ResumableLimits = ResumableLimits()
     ) {
         self.host = host
         self.port = port
@@ -85,5 +88,6 @@ public struct Configuration: Sendable {
         self.corsOrigin = corsOrigin
         self.allowsRemoteControl = allowsRemoteControl
         self.tls = tls
+        self.resumableLimits = resumableLimits
     }
 }

@@ -18,6 +18,8 @@ public final class CounterpartServer: Sendable {
     public let journal: RequestJournal
     private let daemon: MicroHTTPDDaemon
     private let store: UploadStore
+    private let resumable: ResumableStore
+    private let sweeper: PeriodicTask
     private let stopped = Mutex(false)
 
     /// Why a server could not start.
@@ -45,6 +47,8 @@ public final class CounterpartServer: Sendable {
         store = try UploadStore(folder: configuration.uploads)
         let uploadsFolder = try ServedFolder(path: store.folder)
         store.removeStaleTemporaryFiles()
+        resumable = try ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits)
+        resumable.removeExpired()
         journal = RequestJournal(capacity: configuration.journalCapacity)
         let router = Router(
             root: StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
@@ -55,6 +59,8 @@ public final class CounterpartServer: Sendable {
                 maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
                 maxDrainBytes: configuration.maxDrainBytes)),
             generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy),
+            tus: TusEndpoint(store: resumable, uploads: store, maxSize: configuration.maxUploadBytes,
+                             maxDrainBytes: configuration.maxDrainBytes),
             control: ControlEndpoint(journal: journal, store: store, allowsRemoteControl: configuration.allowsRemoteControl),
             serverFaults: configuration.faults,
             cors: configuration.corsOrigin.map(CORS.init),
@@ -66,7 +72,11 @@ public final class CounterpartServer: Sendable {
             maxConnections: configuration.maxConnections, maxDrainBytes: configuration.maxDrainBytes,
             tls: configuration.tls), handler: router)
         port = daemon.port
+        // Abandoned resumable uploads are removed once they expire.
+        sweeper = PeriodicTask(every: Self.sweepInterval) { [resumable] in resumable.removeExpired() }
     }
+
+    private static let sweepInterval = 60.0
 
     /// Files clients uploaded are served as what they are, but never as pages of this
     /// origin: an uploaded `.html` could otherwise run script here.
@@ -89,6 +99,7 @@ public final class CounterpartServer: Sendable {
             return stopped
         }
         guard !alreadyStopped else { return }
+        sweeper.cancel()
         daemon.stopAccepting()
         let deadline = ContinuousClock.now + grace
         while daemon.requestsInFlight > 0, ContinuousClock.now < deadline {

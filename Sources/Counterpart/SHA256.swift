@@ -1,32 +1,71 @@
 import CGnuTLS
+import Glibc
 import HTTPTransfer
 
-/// SHA-256 through GnuTLS, which libmicrohttpd already links (and which uses the CPU's
-/// SHA extensions where there are some). Public so that a test can check what it sent or
-/// got against the `sha256` of an upload receipt or the journal.
-public final class SHA256 {
-    private var handle: gnutls_hash_hd_t?
+/// A message digest through GnuTLS, which libmicrohttpd already links (and which uses the
+/// CPU's SHA extensions where there are some).
+final class MessageDigest {
+    enum Algorithm: String, CaseIterable, Sendable {
+        case sha1, sha256, md5
 
-    public init() {
-        // Only fails on allocation failure or a GnuTLS built without SHA-256.
-        precondition(gnutls_hash_init(&handle, GNUTLS_DIG_SHA256) == 0, "GnuTLS cannot hash SHA-256")
+        var gnutls: gnutls_digest_algorithm_t {
+            switch self {
+            case .sha1: GNUTLS_DIG_SHA1
+            case .sha256: GNUTLS_DIG_SHA256
+            case .md5: GNUTLS_DIG_MD5
+            }
+        }
+
+        var byteCount: Int {
+            switch self {
+            case .sha1: 20
+            case .sha256: 32
+            case .md5: 16
+            }
+        }
     }
 
-    public func update(_ bytes: UnsafeRawBufferPointer) {
+    let algorithm: Algorithm
+    private var handle: gnutls_hash_hd_t?
+
+    init(_ algorithm: Algorithm) {
+        self.algorithm = algorithm
+        // Only fails on allocation failure or a GnuTLS built without the algorithm.
+        precondition(gnutls_hash_init(&handle, algorithm.gnutls) == 0, "GnuTLS cannot hash \(algorithm)")
+    }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         _ = gnutls_hash(handle, base, bytes.count)
     }
 
-    /// The digest as 64 lowercase hex digits. The hasher cannot be used afterwards.
-    public func finish() -> String {
-        var digest = [UInt8](repeating: 0, count: 32)
+    /// The digest. The object cannot be used afterwards.
+    func finish() -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: algorithm.byteCount)
         gnutls_hash_deinit(handle, &digest)
         handle = nil
-        return digest.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return digest
     }
 
     deinit {
         if let handle { gnutls_hash_deinit(handle, nil) }
+    }
+}
+
+/// SHA-256, as lowercase hex. Public so that a test can check what it sent or got against
+/// the `sha256` of an upload receipt or the journal.
+public final class SHA256 {
+    private let digest = MessageDigest(.sha256)
+
+    public init() {}
+
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        digest.update(bytes)
+    }
+
+    /// The digest as 64 lowercase hex digits. The hasher cannot be used afterwards.
+    public func finish() -> String {
+        digest.finish().map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
     /// The digest of `bytes` in one call.
@@ -34,6 +73,23 @@ public final class SHA256 {
         let hasher = SHA256()
         bytes.withUnsafeBytes { hasher.update($0) }
         return hasher.finish()
+    }
+
+    /// The digest of a file's contents, read a MiB at a time; nil if it cannot be read.
+    static func hex(ofFile path: String) -> String? {
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { return nil }
+        defer { close(file) }
+        let hasher = SHA256()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(file, buffer.baseAddress, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { return hasher.finish() }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+        }
     }
 }
 

@@ -38,21 +38,31 @@ final class UploadStore: Sendable {
     /// up to `sequentialNames`, then `name-<random>`. Returns the name used.
     func commit(_ sink: UploadSink, as name: String) throws -> String {
         try sink.close()
+        do {
+            let stored = try place(sink.path, as: name)
+            unlink(sink.path)
+            return stored
+        } catch {
+            sink.discard()
+            throw error
+        }
+    }
+
+    /// Links the complete file at `path` into the folder under `name` (or a variant of it,
+    /// never an existing name); the caller removes `path`. Returns the name used.
+    func place(_ path: String, as name: String) throws(StoreError) -> String {
         var attempt = 0
         var candidate = name
         // link(2) fails if the name exists: no file is ever replaced, even by a
         // concurrent upload of the same name.
-        while link(sink.path, folder + "/" + candidate) != 0 {
+        while link(path, folder + "/" + candidate) != 0 {
             guard errno == EEXIST, attempt < Self.sequentialNames + Self.randomNames else {
-                let code = errno
-                sink.discard()
-                throw StoreError(operation: "store \(name)", code: code)
+                throw StoreError(operation: "store \(name)", code: errno)
             }
             attempt += 1
             let suffix = attempt <= Self.sequentialNames ? String(attempt) : Self.randomSuffix()
             candidate = SafeFilename.variant(of: name, suffix: suffix)
         }
-        unlink(sink.path)
         return candidate
     }
 

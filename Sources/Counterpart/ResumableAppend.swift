@@ -1,0 +1,109 @@
+import Glibc
+
+/// One request's bytes appended to a resumable upload: written as they arrive, synced
+/// before the upload's offset moves, checked against a checksum when the client sent one
+/// (a chunk that does not match is cut off again). What happens once the bytes are in —
+/// the answer, finishing a complete upload — is the protocol's, given as `conclude`.
+final class ResumableAppend: RequestBodyReceiver {
+    /// How the request ended.
+    enum Outcome {
+        /// The bytes are in; the upload as it now stands.
+        case appended(ResumableStore.Upload)
+        /// The chunk did not match its checksum and was discarded (tus: 460).
+        case checksumMismatch(ResumableStore.Upload)
+        /// More bytes came than the upload may hold; they were discarded (413).
+        case tooLarge(ResumableStore.Upload, limit: UInt64)
+        case failed(String)
+    }
+
+    private let store: ResumableStore
+    private let id: String
+    private let start: UInt64
+    private let limit: UInt64
+    private let maxDrainBytes: UInt64
+    private let file: OpenFile
+    private let checksum: (digest: MessageDigest, expected: [UInt8])?
+    private let conclude: (Outcome) -> (Response, [ReceivedPart])
+    private var written: UInt64 = 0
+    private var discarded: UInt64 = 0
+    private var failure: String?
+    private var ended = false
+    private(set) var receivedParts: [ReceivedPart] = []
+
+    /// Appends to `upload` (taken for writing by the caller) from its durable offset, at
+    /// most `limit` bytes.
+    init(store: ResumableStore, upload: ResumableStore.Upload, limit: UInt64, maxDrainBytes: UInt64,
+         checksum: (MessageDigest, [UInt8])?, conclude: @escaping (Outcome) -> (Response, [ReceivedPart])) throws(ResumableStore.Failure) {
+        self.store = store
+        id = upload.id
+        start = upload.offset
+        self.limit = limit
+        self.maxDrainBytes = maxDrainBytes
+        self.checksum = checksum.map { ($0.0, $0.1) }
+        self.conclude = conclude
+        do {
+            file = OpenFile(try store.openForAppending(upload.id, at: upload.offset))
+        } catch {
+            store.endWriting(upload.id)
+            throw error
+        }
+    }
+
+    func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
+        guard failure == nil, written + UInt64(chunk.count) <= limit else {
+            discarded += UInt64(chunk.count)
+            return discarded <= maxDrainBytes ? .consumed : .close
+        }
+        checksum?.digest.update(chunk)
+        var offset = 0
+        while offset < chunk.count {
+            let count = Glibc.write(file.borrowed, chunk.baseAddress! + offset, chunk.count - offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                failure = "the server could not store the bytes: \(FileSystem.lastError())"
+                return .consumed
+            }
+            offset += count
+        }
+        written += UInt64(chunk.count)
+        return .consumed
+    }
+
+    func finish() -> Response {
+        let outcome = end(keepingWhatCame: false)
+        let (response, parts) = conclude(outcome)
+        receivedParts = parts
+        return response
+    }
+
+    func abandon() {
+        // The client left: what came stays, so that it can resume after it — unless a
+        // checksum was to vouch for the chunk, which now cannot be checked.
+        _ = end(keepingWhatCame: true)
+    }
+
+    private func end(keepingWhatCame: Bool) -> Outcome {
+        guard !ended else { return .failed("the request ended twice") }
+        ended = true
+        defer { store.endWriting(id) }
+        if let failure {
+            store.truncate(id, file: file.borrowed, to: start)
+            return .failed(failure)
+        }
+        do {
+            if discarded > 0 {
+                store.truncate(id, file: file.borrowed, to: start)
+                return .tooLarge(try store.commitWrite(id, file: file.borrowed, offset: start), limit: limit)
+            }
+            if let checksum {
+                guard !keepingWhatCame, checksum.digest.finish() == checksum.expected else {
+                    store.truncate(id, file: file.borrowed, to: start)
+                    return .checksumMismatch(try store.commitWrite(id, file: file.borrowed, offset: start))
+                }
+            }
+            return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written))
+        } catch {
+            return .failed("the server could not record the upload: \(error)")
+        }
+    }
+}

@@ -1,0 +1,256 @@
+import Foundation
+import Glibc
+import HTTPTransfer
+import Synchronization
+
+/// Uploads that arrive over several requests (tus, and the IETF resumable uploads that
+/// URLSession speaks): each one a data file and a small state file in a hidden folder of
+/// the uploads folder, so that an upload survives a restart and a `kill -9`.
+///
+/// The offset an upload reports is what is durably written: the data file is synced
+/// before the offset moves. One request at a time may write to an upload.
+final class ResumableStore: Sendable {
+    /// What is known of one upload.
+    struct Upload: Codable, Equatable, Sendable {
+        enum Kind: String, Codable, Sendable {
+            case tus
+            case ietf
+        }
+
+        /// tus concatenation (`Upload-Concat`).
+        enum Concatenation: Codable, Equatable, Sendable {
+            case partial
+            case final(parts: [String])
+        }
+
+        var id: String
+        var kind: Kind
+        /// The total length, when the client has said it.
+        var length: UInt64?
+        /// Bytes durably written.
+        var offset: UInt64
+        /// tus `Upload-Metadata`: key → base64 value (nil for a key without one).
+        var metadata: [String: String?]
+        var concatenation: Concatenation?
+        var createdAt: Int64
+        var expiresAt: Int64
+        /// For the IETF protocol: the headers of the request that began the upload, to
+        /// handle its assembled body as if it had come in one piece, and the interop version.
+        var requestHeaders: [[String]]?
+        var interopVersion: Int?
+        /// Whether the client has said it sent everything (IETF `Upload-Complete: ?1`).
+        var clientCompleted: Bool
+        /// Once complete: the name it was stored under in the uploads folder (tus), or the
+        /// answer the assembled request got (IETF).
+        var storedName: String?
+        var sha256: String?
+        var answer: StoredAnswer?
+
+        var isComplete: Bool { length.map { offset == $0 } ?? false }
+    }
+
+    /// The answer a completed IETF upload got, to give again to a client that asks twice.
+    struct StoredAnswer: Codable, Equatable, Sendable {
+        var status: Int
+        var headers: [[String]]
+        var body: [UInt8]
+    }
+
+    enum Failure: Error, Equatable {
+        case notFound
+        case expired
+        case locked
+        case tooMany(limit: Int)
+        case io(String)
+    }
+
+    let folder: String
+    let limits: ResumableLimits
+    private let uploads = Mutex<[String: Upload]>([:])
+    private let writers = Mutex<Set<String>>([])
+
+    init(uploadsFolder: String, limits: ResumableLimits) throws(CounterpartServer.StartError) {
+        folder = uploadsFolder + "/" + Self.folderName
+        self.limits = limits
+        try FileSystem.makeFolders(folder)
+        var loaded: [String: Upload] = [:]
+        for name in FileSystem.names(in: folder) where name.hasSuffix(".json") {
+            let id = String(name.dropLast(5))
+            guard var upload = try? JSONDecoder().decode(Upload.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))) else {
+                continue
+            }
+            // After a crash the data file may hold more than the state says: what is there,
+            // synced now, is durable.
+            let data = folder + "/" + id + ".data"
+            if upload.storedName == nil, upload.answer == nil, let size = Self.syncedSize(of: data) {
+                upload.offset = upload.length.map { min($0, size) } ?? size
+            }
+            loaded[id] = upload
+        }
+        uploads.withLock { $0 = loaded }
+    }
+
+    static let folderName = ".resumable"
+
+    // MARK: - Uploads
+
+    func create(kind: ResumableStore.Upload.Kind, length: UInt64?, metadata: [String: String?] = [:],
+                concatenation: Upload.Concatenation? = nil, requestHeaders: [[String]]? = nil,
+                interopVersion: Int? = nil) throws(Failure) -> Upload {
+        let now = Int64(time(nil))
+        let id = Self.newIdentifier()
+        let upload = Upload(id: id, kind: kind, length: length, offset: 0, metadata: metadata, concatenation: concatenation,
+                            createdAt: now, expiresAt: now + Int64(limits.expirySeconds), requestHeaders: requestHeaders,
+                            interopVersion: interopVersion, clientCompleted: false)
+        try uploads.withLock { all throws(Failure) in
+            guard all.values.filter({ $0.storedName == nil && $0.answer == nil }).count < limits.maxUploads else {
+                throw .tooMany(limit: limits.maxUploads)
+            }
+            all[id] = upload
+        }
+        let file = open(dataPath(id), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard file >= 0 else {
+            uploads.withLock { _ = $0.removeValue(forKey: id) }
+            throw .io("cannot create the upload's file: \(FileSystem.lastError())")
+        }
+        close(file)
+        try save(upload)
+        return upload
+    }
+
+    /// The upload, if it exists and has not expired.
+    func upload(_ id: String) throws(Failure) -> Upload {
+        guard Self.isIdentifier(id), let upload = uploads.withLock({ $0[id] }) else { throw .notFound }
+        guard upload.expiresAt > Int64(time(nil)) || upload.storedName != nil || upload.answer != nil else { throw .expired }
+        return upload
+    }
+
+    func update(_ id: String, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
+        let updated = uploads.withLock { all -> Upload? in
+            guard var upload = all[id] else { return nil }
+            change(&upload)
+            all[id] = upload
+            return upload
+        }
+        guard let updated else { throw .notFound }
+        try save(updated)
+        return updated
+    }
+
+    /// Removes an upload and its files.
+    func remove(_ id: String) {
+        uploads.withLock { _ = $0.removeValue(forKey: id) }
+        unlink(dataPath(id))
+        unlink(statePath(id))
+    }
+
+    /// Removes uploads whose time has run out; returns how many.
+    @discardableResult
+    func removeExpired() -> Int {
+        let now = Int64(time(nil))
+        let expired = uploads.withLock { all in
+            all.values.filter { $0.expiresAt <= now && !isWriting($0.id) }.map(\.id)
+        }
+        for id in expired { remove(id) }
+        return expired.count
+    }
+
+    // MARK: - Writing
+
+    /// Takes the upload for writing; nil when another request is writing to it.
+    func beginWriting(_ id: String) -> Bool {
+        writers.withLock { $0.insert(id).inserted }
+    }
+
+    func endWriting(_ id: String) {
+        writers.withLock { _ = $0.remove(id) }
+    }
+
+    private func isWriting(_ id: String) -> Bool {
+        writers.withLock { $0.contains(id) }
+    }
+
+    /// Opens the data file to append at `offset` (what was durable).
+    func openForAppending(_ id: String, at offset: UInt64) throws(Failure) -> Int32 {
+        let file = open(dataPath(id), O_WRONLY | O_CLOEXEC)
+        guard file >= 0 else { throw .io("cannot open the upload's file: \(FileSystem.lastError())") }
+        // Bytes past the durable offset were never acknowledged: they go.
+        guard ftruncate(file, off_t(offset)) == 0, lseek(file, off_t(offset), SEEK_SET) >= 0 else {
+            let reason = FileSystem.lastError()
+            close(file)
+            throw .io("cannot prepare the upload's file: \(reason)")
+        }
+        return file
+    }
+
+    /// Makes what was written durable and moves the offset to it; extends the expiry.
+    func commitWrite(_ id: String, file: Int32, offset: UInt64) throws(Failure) -> Upload {
+        guard fsync(file) == 0 else { throw .io("cannot sync the upload's file: \(FileSystem.lastError())") }
+        let now = Int64(time(nil))
+        return try update(id) { upload in
+            upload.offset = offset
+            upload.expiresAt = now + Int64(limits.expirySeconds)
+        }
+    }
+
+    /// Cuts the data file back to `offset` (a rejected chunk).
+    func truncate(_ id: String, file: Int32, to offset: UInt64) {
+        _ = ftruncate(file, off_t(offset))
+    }
+
+    func dataPath(_ id: String) -> String { folder + "/" + id + ".data" }
+    private func statePath(_ id: String) -> String { folder + "/" + id + ".json" }
+
+    /// Writes the state file durably: a temporary file, synced, renamed over the old one.
+    private func save(_ upload: Upload) throws(Failure) {
+        guard let data = try? JSONEncoder().encode(upload) else { throw .io("cannot encode the upload's state") }
+        let temporary = statePath(upload.id) + ".tmp"
+        let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard file >= 0 else { throw .io("cannot write the upload's state: \(FileSystem.lastError())") }
+        let written = data.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
+        let synced = fsync(file)
+        close(file)
+        guard written == data.count, synced == 0, rename(temporary, statePath(upload.id)) == 0 else {
+            throw .io("cannot write the upload's state: \(FileSystem.lastError())")
+        }
+    }
+
+    private static func syncedSize(of path: String) -> UInt64? {
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { return nil }
+        defer { close(file) }
+        var info = stat()
+        guard fsync(file) == 0, fstat(file, &info) == 0 else { return nil }
+        return UInt64(info.st_size)
+    }
+
+    /// 32 hex digits from the system's random generator.
+    private static func newIdentifier() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<2).map { _ in
+            let word = generator.next() as UInt64
+            let hex = String(word, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+    }
+
+    static func isIdentifier(_ text: String) -> Bool {
+        text.utf8.count == 32 && text.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+}
+
+/// Limits of resumable uploads.
+public struct ResumableLimits: Sendable, Equatable {
+    /// Uploads in progress at once.
+    public var maxUploads: Int
+    /// Seconds an upload may go without a write before it expires and is removed.
+    public var expirySeconds: Int
+
+    public static let defaultMaxUploads = 1_000
+    public static let defaultExpirySeconds = 24 * 3600
+
+    public init(maxUploads: Int = defaultMaxUploads, expirySeconds: Int = defaultExpirySeconds) {
+        self.maxUploads = maxUploads
+        self.expirySeconds = expirySeconds
+    }
+}
