@@ -36,4 +36,11 @@ static inline int cp_connection_fd(struct MHD_Connection *connection) {
     return info == NULL ? -1 : info->connect_fd;
 }
 
+/// The connection's GnuTLS session (a gnutls_session_t), or NULL without TLS.
+static inline void *cp_connection_tls_session(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    return info == NULL ? NULL : info->tls_session;
+}
+
 #endif

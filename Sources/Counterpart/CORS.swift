@@ -47,12 +47,12 @@ struct CORS: Sendable {
         case .respond(var response):
             response.headers += extra
             return .respond(response)
-        case .receiveBody(let receiver):
+        case .receiveBody(let receiver, let interim):
             return .receiveBody(AnswerMapping(receiver) { response in
                 var response = response
                 response.headers += extra
                 return response
-            })
+            }, interim: interim)
         case .reset:
             return .reset
         }

@@ -47,20 +47,24 @@ public final class CounterpartServer: Sendable {
         store = try UploadStore(folder: configuration.uploads)
         let uploadsFolder = try ServedFolder(path: store.folder)
         store.removeStaleTemporaryFiles()
-        resumable = try ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits)
+        resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits)
         resumable.removeExpired()
         journal = RequestJournal(capacity: configuration.journalCapacity)
+        let origin = ServerOrigin()
+        let uploadEndpoint = UploadEndpoint(store: store, limits: UploadLimits(
+            maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
+            maxDrainBytes: configuration.maxDrainBytes))
         let router = Router(
             root: StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
                               fileHeaders: [], rangePolicy: configuration.rangePolicy),
             uploadedFiles: StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
                                        fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy),
-            upload: UploadEndpoint(store: store, limits: UploadLimits(
-                maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
-                maxDrainBytes: configuration.maxDrainBytes)),
+            upload: uploadEndpoint,
             generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy),
             tus: TusEndpoint(store: resumable, uploads: store, maxSize: configuration.maxUploadBytes,
                              maxDrainBytes: configuration.maxDrainBytes),
+            resumable: ResumableUploads(store: resumable, target: uploadEndpoint, maxSize: configuration.maxUploadBytes,
+                                        maxDrainBytes: configuration.maxDrainBytes, origin: origin, isHTTPS: configuration.tls != nil),
             control: ControlEndpoint(journal: journal, store: store, allowsRemoteControl: configuration.allowsRemoteControl),
             serverFaults: configuration.faults,
             cors: configuration.corsOrigin.map(CORS.init),
@@ -72,6 +76,7 @@ public final class CounterpartServer: Sendable {
             maxConnections: configuration.maxConnections, maxDrainBytes: configuration.maxDrainBytes,
             tls: configuration.tls), handler: router)
         port = daemon.port
+        origin.set(Self.baseURL(configuration, port: port).absoluteString)
         // Abandoned resumable uploads are removed once they expire.
         sweeper = PeriodicTask(every: Self.sweepInterval) { [resumable] in resumable.removeExpired() }
     }
@@ -86,7 +91,9 @@ public final class CounterpartServer: Sendable {
     ]
 
     /// `http://host:port`, or `https://` with TLS (IPv6 hosts in brackets).
-    public var baseURL: URL {
+    public var baseURL: URL { Self.baseURL(configuration, port: port) }
+
+    private static func baseURL(_ configuration: Configuration, port: UInt16) -> URL {
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         return URL(string: "\(configuration.tls == nil ? "http" : "https")://\(host):\(port)")!
     }

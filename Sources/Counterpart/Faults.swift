@@ -23,8 +23,8 @@ enum Faults {
         switch action {
         case .respond(let response):
             return .respond(apply(spec, to: response, method: method))
-        case .receiveBody(let receiver):
-            return .receiveBody(FaultyBodyReceiver(spec, wrapping: receiver, method: method))
+        case .receiveBody(let receiver, let interim):
+            return .receiveBody(FaultyBodyReceiver(spec, wrapping: receiver, method: method), interim: interim)
         case .reset:
             return .reset
         }

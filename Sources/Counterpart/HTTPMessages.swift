@@ -195,10 +195,26 @@ enum RequestAction {
     /// Answer without reading the body: at once when the client waits for `100 Continue`
     /// or announces more than can be drained, else after draining the body it sends.
     case respond(Response)
-    /// Read the body into this receiver, then answer with what it returns.
-    case receiveBody(any RequestBodyReceiver)
+    /// Read the body into this receiver, then answer with what it returns; first send these
+    /// informational (1xx) responses, before the body is read.
+    case receiveBody(any RequestBodyReceiver, interim: [InformationalResponse] = [])
     /// Close the connection with a TCP reset, without any response (a `reset` fault).
     case reset
+}
+
+/// A 1xx response sent before the final one (RFC 9110 §15.2), such as the
+/// `104 Upload Resumption Supported` of resumable uploads.
+struct InformationalResponse: Equatable, Sendable {
+    var status: Int
+    var reason: String
+    var headers: [HTTPField]
+
+    /// The bytes on the wire (HTTP/1.1).
+    var serialized: [UInt8] {
+        var text = "HTTP/1.1 \(status) \(reason)\r\n"
+        for field in headers { text += "\(field.name): \(field.value)\r\n" }
+        return Array((text + "\r\n").utf8)
+    }
 }
 
 /// Takes a request body as it arrives. Called from one connection thread at a time.

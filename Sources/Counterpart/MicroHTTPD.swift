@@ -1,3 +1,4 @@
+import CGnuTLS
 import CMicroHTTPD
 import Dispatch
 import Foundation
@@ -316,8 +317,11 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
             // Queued once MHD has the whole request, so the connection can be kept alive.
             state.pending = response
             return MHD_Result.YES
-        case .receiveBody(let receiver):
+        case .receiveBody(let receiver, let interim):
             state.receiver = receiver
+            for response in interim where !sendInterim(response, on: connection) {
+                return MHD_Result.NO
+            }
             return MHD_Result.YES
         }
     }
@@ -366,6 +370,47 @@ private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, requestCo
         bodyBytes: state.bodyBytes, bytesSent: completed ? state.bodyBytes : state.streamed?.count.load(ordering: .relaxed),
         seconds: seconds, completed: completed, parts: state.receiver?.receivedParts ?? []))
     dispatcher.inFlight.subtract(1, ordering: .relaxed)
+}
+
+/// Writes a 1xx response on the connection, before MHD has written anything for this
+/// request: MHD answers a request only after it is read and has finished the previous
+/// response before it read this one, so nothing of its own can be in the way. With TLS,
+/// the bytes go through the connection's GnuTLS session (MHD's record layer is idle
+/// here, on this connection's thread). MHD offers no API for a 1xx other than 100.
+private func sendInterim(_ response: InformationalResponse, on connection: OpaquePointer) -> Bool {
+    let bytes = response.serialized
+    if let session = cp_connection_tls_session(connection) {
+        let tls = OpaquePointer(session)
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes { gnutls_record_send(tls, $0.baseAddress, $0.count) }
+            if count == GNUTLS_E_AGAIN || count == GNUTLS_E_INTERRUPTED {
+                guard waitWritable(cp_connection_fd(connection)) else { return false }
+                continue
+            }
+            guard count > 0 else { return false }
+            sent += count
+        }
+        return true
+    }
+    let socket = cp_connection_fd(connection)
+    var sent = 0
+    while sent < bytes.count {
+        let count = bytes[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if count < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
+            guard waitWritable(socket) else { return false }
+            continue
+        }
+        guard count > 0 else { return false }
+        sent += count
+    }
+    return true
+}
+
+/// Waits up to a second for a non-blocking socket to take more bytes.
+private func waitWritable(_ socket: Int32) -> Bool {
+    var descriptor = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
+    return poll(&descriptor, 1, 1000) == 1
 }
 
 /// MHD would percent-decode the path and the query arguments in place; Counterpart

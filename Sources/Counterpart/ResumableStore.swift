@@ -69,10 +69,9 @@ final class ResumableStore: Sendable {
     private let uploads = Mutex<[String: Upload]>([:])
     private let writers = Mutex<Set<String>>([])
 
-    init(uploadsFolder: String, limits: ResumableLimits) throws(CounterpartServer.StartError) {
+    init(uploadsFolder: String, limits: ResumableLimits) {
         folder = uploadsFolder + "/" + Self.folderName
         self.limits = limits
-        try FileSystem.makeFolders(folder)
         var loaded: [String: Upload] = [:]
         for name in FileSystem.names(in: folder) where name.hasSuffix(".json") {
             let id = String(name.dropLast(5))
@@ -97,6 +96,8 @@ final class ResumableStore: Sendable {
     func create(kind: ResumableStore.Upload.Kind, length: UInt64?, metadata: [String: String?] = [:],
                 concatenation: Upload.Concatenation? = nil, requestHeaders: [[String]]? = nil,
                 interopVersion: Int? = nil) throws(Failure) -> Upload {
+        // Made with the first resumable upload: an uploads folder that never had one stays as it was.
+        do { try FileSystem.makeFolders(folder) } catch { throw .io(error.description) }
         let now = Int64(time(nil))
         let id = Self.newIdentifier()
         let upload = Upload(id: id, kind: kind, length: length, offset: 0, metadata: metadata, concatenation: concatenation,

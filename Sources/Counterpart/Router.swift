@@ -11,6 +11,7 @@ struct Router: RequestHandler {
     let upload: UploadEndpoint
     let generated: GeneratedBytesEndpoint
     let tus: TusEndpoint
+    let resumable: ResumableUploads
     let control: ControlEndpoint
     /// Faults for every request (`--fault`); a request's own override them.
     let serverFaults: FaultSpec
@@ -41,7 +42,15 @@ struct Router: RequestHandler {
         case .refused:
             return .respond(Responses.error(404, "\(head.path) was not found"))
         case .segments(["upload"]):
-            return upload.respond(to: head)
+            if let creation = resumable.creation(head) { return creation }
+            let action = upload.respond(to: head)
+            if head.method == "OPTIONS", case .respond(var response) = action {
+                response.headers += resumable.optionsHeaders(head)
+                return .respond(response)
+            }
+            return action
+        case .segments(let segments) where segments.first == ResumableUploads.pathPrefix:
+            return resumable.respond(to: head, segments: Array(segments.dropFirst()))
         case .segments(let segments) where segments.first == "uploads":
             return .respond(uploadedFiles.respond(to: head, segments: Array(segments.dropFirst())))
         case .segments(let segments) where segments.first == "bytes" && segments.count > 1:

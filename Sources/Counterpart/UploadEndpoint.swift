@@ -1,3 +1,4 @@
+import Glibc
 import HTTPTransfer
 
 /// `POST /upload`: `multipart/form-data` parsed as it arrives, files streamed to the
@@ -29,6 +30,41 @@ struct UploadEndpoint: Sendable {
         return .receiveBody(UploadReceiver(store: store, limits: limits, boundary: boundary,
                                            answersHTML: AcceptHeader(head.header("Accept")).prefersHTML))
     }
+
+    /// The answer to `head` with the body stored in the file at `path`: an upload whose
+    /// body came in pieces (a resumable upload), handled as if it had come in one.
+    func process(_ head: RequestHead, bodyAt path: String) -> (Response, [ReceivedPart]) {
+        guard case .receiveBody(let receiver, _) = respond(to: head) else {
+            if case .respond(let response) = respond(to: head) { return (response, []) }
+            return (Responses.error(500, "the upload could not be processed"), [])
+        }
+        let file = open(path, O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else {
+            receiver.abandon()
+            return (Responses.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])
+        }
+        defer { close(file) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.processingChunkBytes, alignment: 8)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(file, buffer.baseAddress, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else {
+                receiver.abandon()
+                return (Responses.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])
+            }
+            if count == 0 { break }
+            if receiver.receive(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) == .close {
+                receiver.abandon()
+                return (UploadFailure.tooLarge(limits.maxBodyBytes), receiver.receivedParts)
+            }
+        }
+        let response = receiver.finish()
+        return (response, receiver.receivedParts)
+    }
+
+    /// The pieces a stored body is fed to the parser in (as libmicrohttpd would hand them).
+    static let processingChunkBytes = 64 * 1024
 }
 
 /// Every way an upload fails, as the status and JSON error the contract gives it.

@@ -1,0 +1,324 @@
+import Counterpart
+import Foundation
+import HTTPTransfer
+import Testing
+
+/// A multipart body of one file, for resumable uploads of `POST /upload`.
+func resumableBody(_ name: String, size: Int, seed: UInt64 = 30) -> (body: [UInt8], content: [UInt8]) {
+    let content = [UInt8](testBytes(count: size, seed: seed))
+    let body = MultipartWriter.formData([(MultipartWriter.formDataHeaders(name: "file", filename: name), content)],
+                                        boundary: try! MultipartBoundary("RUFH"))
+    return (body, content)
+}
+
+/// What a client of one interop version sends.
+struct DraftClient {
+    let version: Int
+    let port: UInt16
+
+    /// `Upload-Complete: ?1` (or `Upload-Incomplete: ?0` in version 3).
+    func completeness(_ complete: Bool) -> String {
+        version == 3 ? "Upload-Incomplete: \(complete ? "?0" : "?1")" : "Upload-Complete: \(complete ? "?1" : "?0")"
+    }
+
+    func creationHead(length: Int, complete: Bool = true, extra: String = "") -> String {
+        "POST /upload HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: multipart/form-data; boundary=RUFH\r\n"
+            + "Upload-Draft-Interop-Version: \(version)\r\n\(completeness(complete))\r\nContent-Length: \(length)\r\n\(extra)"
+    }
+
+    func patch(_ path: String, offset: Int, _ bytes: [UInt8], complete: Bool) -> [UInt8] {
+        let type = version >= 6 ? "Content-Type: application/partial-upload\r\n" : ""
+        return Array(("PATCH \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\n\(completeness(complete))\r\n"
+            + "Upload-Offset: \(offset)\r\n\(type)Content-Length: \(bytes.count)\r\nConnection: close\r\n\r\n").utf8) + bytes
+    }
+
+    func head(_ path: String) -> String {
+        "HEAD \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\nConnection: close\r\n\r\n"
+    }
+
+    /// The name of the completeness header a server of this version answers with, and its
+    /// value for "complete".
+    var completenessHeader: String { version == 3 ? "Upload-Incomplete" : "Upload-Complete" }
+    func value(complete: Bool) -> String { (version == 3) != complete ? "?1" : "?0" }
+}
+
+@Suite("Resumable Uploads for HTTP (IETF), every interop version")
+struct ResumableUploadTests {
+    let server: TestServer
+    init() throws { server = try TestServer() }
+
+    /// The 104 byte for byte: status line, then the version, the Location, and from
+    /// version 6 the limits.
+    func expect104(_ head: String, version: Int) throws -> String {
+        let lines = head.split(separator: "\r\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines.first == "HTTP/1.1 104 Upload Resumption Supported")
+        #expect(lines.dropFirst().first == "Upload-Draft-Interop-Version: \(version)")
+        let location = try #require(lines.dropFirst(2).first)
+        #expect(location.hasPrefix("Location: http://127.0.0.1:\(server.server.port)/resumable/"))
+        #expect(location.count == "Location: http://127.0.0.1:\(server.server.port)/resumable/".count + 32)
+        if version >= 6 {
+            #expect(lines.dropFirst(3).first == "Upload-Limit: max-size=\(Configuration.defaultMaxUploadBytes), \(version == 6 ? "expires" : "max-age")=86400")
+            #expect(lines.count == 6)
+        } else {
+            #expect(lines.count == 5)
+        }
+        return String(location.dropFirst("Location: http://127.0.0.1:\(server.server.port)".count))
+    }
+
+    @Test(arguments: 3...9)
+    func aWholeUploadInOneRequest(version: Int) throws {
+        let client = DraftClient(version: version, port: server.server.port)
+        let (body, content) = resumableBody("one-\(version).bin", size: 40_000)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(client.creationHead(length: body.count) + "Connection: close\r\n\r\n")
+        // The 104 comes before the body is sent.
+        let interim = try #require(connection.readHead())
+        let path = try expect104(interim, version: version)
+        connection.send(body)
+        let (head, answer) = try #require(connection.readResponse())
+        #expect(statusCode(of: head) == 200)
+        #expect(headerValue("Upload-Draft-Interop-Version", in: head) == String(version))
+        #expect(headerValue("Location", in: head)?.hasSuffix(path) == true)
+        if version <= 6 { #expect(headerValue("Upload-Offset", in: head) == String(body.count)) }
+        if version >= 7 || version == 3 { #expect(headerValue(client.completenessHeader, in: head) == client.value(complete: true)) }
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(answer)) as? [String: Any])
+        #expect((json["files"] as? [[String: Any]])?.first?["sha256"] as? String == SHA256.hex(of: content))
+        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("one-\(version).bin")) == Data(content))
+    }
+
+    @Test(arguments: 3...9)
+    func aCutUploadResumesWithHeadAndPatch(version: Int) throws {
+        let client = DraftClient(version: version, port: server.server.port)
+        let (body, content) = resumableBody("cut-\(version).bin", size: 300_000)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(client.creationHead(length: body.count) + "\r\n")
+        let path = try expect104(connection.readHead() ?? "", version: version)
+        connection.send(Array(body.prefix(120_000)))
+        connection.close()
+        // The server keeps what came, durably, and says so.
+        var offset = 0
+        #expect(server.eventually {
+            guard let head = try? RawHTTPConnection(port: server.server.port) else { return false }
+            head.send(client.head(path))
+            guard let response = head.readHead() else { return false }
+            offset = Int(headerValue("Upload-Offset", in: response) ?? "") ?? 0
+            return offset == 120_000
+        })
+        let headConnection = try RawHTTPConnection(port: server.server.port)
+        headConnection.send(client.head(path))
+        let status = try #require(headConnection.readHead())
+        #expect(statusCode(of: status) == 204)
+        #expect(headerValue(client.completenessHeader, in: status) == client.value(complete: false))
+        #expect(headerValue("Cache-Control", in: status) == "no-store")
+        if version >= 6 {
+            #expect(headerValue("Upload-Length", in: status) == String(body.count))
+            #expect(headerValue("Upload-Limit", in: status)?.hasPrefix("max-size=") == true)
+        }
+        let append = try RawHTTPConnection(port: server.server.port)
+        append.send(client.patch(path, offset: offset, Array(body[offset...]), complete: true))
+        let (head, answer) = try #require(append.readResponse())
+        #expect(statusCode(of: head) == 200, "\(head)")
+        if version >= 7 { #expect(headerValue("Upload-Complete", in: head) == "?1") }
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(answer)) as? [String: Any])
+        #expect((json["files"] as? [[String: Any]])?.first?["sha256"] as? String == SHA256.hex(of: content))
+        // The journal shows the completing request with its parts.
+        let entry = try #require(server.server.journal.waitForRequests(path: path, method: "PATCH").last)
+        #expect(entry.parts.first?.filename == "cut-\(version).bin")
+    }
+
+    @Test(arguments: 3...9)
+    func anIncompleteCreationThenAnAppend(version: Int) throws {
+        let client = DraftClient(version: version, port: server.server.port)
+        let (body, content) = resumableBody("parts-\(version).bin", size: 10_000)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(client.creationHead(length: 4_000, complete: false) + "Connection: close\r\n\r\n")
+        let path = try expect104(connection.readHead() ?? "", version: version)
+        connection.send(Array(body.prefix(4_000)))
+        let (created, _) = try #require(connection.readResponse())
+        #expect(statusCode(of: created) == 201)
+        #expect(headerValue("Location", in: created)?.hasSuffix(path) == true)
+        #expect(headerValue(client.completenessHeader, in: created) == client.value(complete: false))
+        if version <= 6 { #expect(headerValue("Upload-Offset", in: created) == "4000") }
+        // A middle part, not the end.
+        let middle = try RawHTTPConnection(port: server.server.port)
+        middle.send(client.patch(path, offset: 4_000, Array(body[4_000..<6_000]), complete: false))
+        let (appended, _) = try #require(middle.readResponse())
+        #expect(statusCode(of: appended) == (version <= 6 ? 201 : 204))
+        #expect(headerValue(client.completenessHeader, in: appended) == client.value(complete: false))
+        let last = try RawHTTPConnection(port: server.server.port)
+        last.send(client.patch(path, offset: 6_000, Array(body[6_000...]), complete: true))
+        let (done, _) = try #require(last.readResponse())
+        #expect(statusCode(of: done) == 200)
+        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("parts-\(version).bin")) == Data(content))
+    }
+
+    @Test(arguments: 3...9)
+    func theErrorPaths(version: Int) throws {
+        let client = DraftClient(version: version, port: server.server.port)
+        let (body, _) = resumableBody("errors-\(version).bin", size: 1_000)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(client.creationHead(length: 300, complete: false) + "Connection: close\r\n\r\n")
+        let path = try expect104(connection.readHead() ?? "", version: version)
+        connection.send(Array(body.prefix(300)))
+        _ = connection.readResponse()
+
+        // An offset that does not match: 409 with the right one.
+        let mismatch = try RawHTTPConnection(port: server.server.port)
+        mismatch.send(client.patch(path, offset: 100, [0x61], complete: false))
+        let (conflict, problem) = try #require(mismatch.readResponse())
+        #expect(statusCode(of: conflict) == 409)
+        #expect(headerValue("Upload-Offset", in: conflict) == "300")
+        if version >= 6 {
+            #expect(headerValue("Content-Type", in: conflict) == "application/problem+json")
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(problem)) as? [String: Any])
+            #expect(json["type"] as? String == "https://iana.org/assignments/http-problem-types#mismatching-upload-offset")
+            #expect(json["expected-offset"] as? Int == 300)
+            #expect(json["provided-offset"] as? Int == 100)
+        }
+        // The wrong media type for an append (from version 6).
+        if version >= 6 {
+            let wrongType = try RawHTTPConnection(port: server.server.port)
+            wrongType.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\nUpload-Complete: ?0\r\nUpload-Offset: 300\r\nContent-Type: application/octet-stream\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx")
+            #expect(statusCode(of: wrongType.readResponse()?.head ?? "") == 415)
+        }
+        // An unknown upload.
+        let unknown = try RawHTTPConnection(port: server.server.port)
+        unknown.send(client.head("/resumable/0123456789abcdef0123456789abcdef"))
+        #expect(statusCode(of: unknown.readHead() ?? "") == 404)
+        // Cancellation.
+        let cancel = try RawHTTPConnection(port: server.server.port)
+        cancel.send("DELETE \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\nConnection: close\r\n\r\n")
+        #expect(statusCode(of: cancel.readResponse()?.head ?? "") == 204)
+        let gone = try RawHTTPConnection(port: server.server.port)
+        gone.send(client.head(path))
+        #expect(statusCode(of: gone.readHead() ?? "") == 404)
+    }
+
+    @Test(arguments: 3...9)
+    func anAppendToACompletedUpload(version: Int) throws {
+        let client = DraftClient(version: version, port: server.server.port)
+        let (body, _) = resumableBody("done-\(version).bin", size: 500)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(client.creationHead(length: body.count) + "Connection: close\r\n\r\n")
+        let path = try expect104(connection.readHead() ?? "", version: version)
+        connection.send(body)
+        let (first, firstBody) = try #require(connection.readResponse())
+        let again = try RawHTTPConnection(port: server.server.port)
+        again.send(client.patch(path, offset: body.count, [], complete: true))
+        let (head, replay) = try #require(again.readResponse())
+        switch version {
+        case 9:
+            // Draft -12: the final response, replayed.
+            #expect(statusCode(of: head) == statusCode(of: first))
+            #expect(replay == firstBody)
+        case 8:
+            #expect(statusCode(of: head) == 410)
+        default:
+            #expect(statusCode(of: head) == 400)
+        }
+        // And its offset says complete.
+        let status = try RawHTTPConnection(port: server.server.port)
+        status.send(client.head(path))
+        #expect(headerValue(client.completenessHeader, in: status.readHead() ?? "") == client.value(complete: true))
+    }
+
+    @Test(arguments: [2, 10, 99])
+    func aVersionItDoesNotSpeakGetsAPlainUpload(version: Int) throws {
+        let (body, _) = resumableBody("plain-\(version).bin", size: 1_000)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(DraftClient(version: version, port: server.server.port).creationHead(length: body.count) + "Connection: close\r\n\r\n")
+        connection.send(body)
+        let (head, _) = try #require(connection.readResponse())
+        // No 104 (the draft forbids one for a version it does not speak): the answer itself.
+        #expect(statusCode(of: head) == 200)
+        #expect(headerValue("Upload-Draft-Interop-Version", in: head) == nil)
+    }
+
+    @Test func aPlainUploadIsNotResumable() throws {
+        let (body, _) = resumableBody("plain.bin", size: 100)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=RUFH\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n")
+        connection.send(body)
+        let (head, _) = try #require(connection.readResponse())
+        #expect(statusCode(of: head) == 200)
+    }
+
+    @Test func aRefusedCreationGetsNoResource() throws {
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nUpload-Draft-Interop-Version: 8\r\nUpload-Complete: ?1\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx")
+        let (head, _) = try #require(connection.readResponse())
+        #expect(statusCode(of: head) == 415)
+        #expect(headerValue("Upload-Complete", in: head) == "?1")
+        let resources = (try? FileManager.default.contentsOfDirectory(atPath: server.uploads.appendingPathComponent(".resumable").path)) ?? []
+        #expect(resources.isEmpty)
+    }
+
+    @Test func expect100ContinueAnd104BothCome() throws {
+        let (body, _) = resumableBody("continue.bin", size: 1_000)
+        let client = DraftClient(version: 8, port: server.server.port)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(client.creationHead(length: body.count) + "Expect: 100-continue\r\nConnection: close\r\n\r\n")
+        let first = try #require(connection.readHead())
+        #expect(first.hasPrefix("HTTP/1.1 104 Upload Resumption Supported\r\n"))
+        let second = try #require(connection.readHead())
+        #expect(second.hasPrefix("HTTP/1.1 100 Continue"))
+        connection.send(body)
+        #expect(statusCode(of: connection.readResponse()?.head ?? "") == 200)
+    }
+
+    @Test func optionsAnnouncesTheLimits() throws {
+        let v8 = try curl(["-X", "OPTIONS", "-H", "Upload-Draft-Interop-Version: 8", server.url("/upload")])
+        #expect(v8.header("Upload-Limit")?.contains("max-size=") == true)
+        #expect(v8.header("Accept-Patch") == "application/partial-upload")
+        let v6 = try curl(["-X", "OPTIONS", "-H", "Upload-Draft-Interop-Version: 6", server.url("/upload")])
+        #expect(v6.header("Upload-Limit")?.contains("expires=") == true)
+        #expect(v6.header("Accept-Patch") == nil)
+    }
+
+    @Test func curlStepByStep() throws {
+        // Creation with an incomplete body, then HEAD and PATCH with curl.
+        let (body, content) = resumableBody("curl.bin", size: 2_000)
+        let first = try temporaryFile("first", Data(body.prefix(1_000)))
+        let created = try curl(["-H", "Content-Type: multipart/form-data; boundary=RUFH", "-H", "Upload-Draft-Interop-Version: 8",
+                                "-H", "Upload-Complete: ?0", "--data-binary", "@\(first)", server.url("/upload")])
+        #expect(created.status == 201)
+        let location = try #require(created.header("Location"))
+        let status = try curl(["--head", "-H", "Upload-Draft-Interop-Version: 8", location])
+        #expect(status.status == 204)
+        #expect(status.header("Upload-Offset") == "1000")
+        let rest = try temporaryFile("rest", Data(body.dropFirst(1_000)))
+        let done = try curl(["-X", "PATCH", "-H", "Upload-Draft-Interop-Version: 8", "-H", "Upload-Complete: ?1", "-H", "Upload-Offset: 1000",
+                             "-H", "Content-Type: application/partial-upload", "--data-binary", "@\(rest)", location])
+        #expect(done.status == 200)
+        #expect((try done.json()["files"] as? [[String: Any]])?.first?["sha256"] as? String == SHA256.hex(of: content))
+    }
+
+    @Test func aRestartInTheMiddleAndResume() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("rufh-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = Configuration(root: folder.path, uploads: folder.appendingPathComponent("uploads").path)
+        var server = try CounterpartServer(configuration)
+        let (body, content) = resumableBody("restart.bin", size: 50_000)
+        var client = DraftClient(version: 6, port: server.port)
+        let connection = try RawHTTPConnection(port: server.port)
+        connection.send(client.creationHead(length: body.count) + "\r\n")
+        let interim = try #require(connection.readHead())
+        let path = try #require(headerValue("Location", in: interim).flatMap { URL(string: $0)?.path })
+        connection.send(Array(body.prefix(20_000)))
+        connection.close()
+        Thread.sleep(forTimeInterval: 0.3)
+        server.stop()
+        server = try CounterpartServer(configuration)
+        defer { server.stop() }
+        client = DraftClient(version: 6, port: server.port)
+        let head = try RawHTTPConnection(port: server.port)
+        head.send(client.head(path))
+        let offset = try #require(Int(headerValue("Upload-Offset", in: head.readHead() ?? "") ?? ""))
+        #expect(offset == 20_000)
+        let append = try RawHTTPConnection(port: server.port)
+        append.send(client.patch(path, offset: offset, Array(body[offset...]), complete: true))
+        #expect(statusCode(of: append.readResponse()?.head ?? "") == 200)
+        #expect(try Data(contentsOf: folder.appendingPathComponent("uploads/restart.bin")) == Data(content))
+    }
+}
