@@ -25,6 +25,8 @@ final class ResumableAppend: RequestBodyReceiver {
     private let checksum: (digest: MessageDigest, expected: [UInt8])?
     private let conclude: (Outcome) -> (Response, [ReceivedPart])
     private var written: UInt64 = 0
+    /// Of `written`, what is durable already.
+    private var committed: UInt64 = 0
     private var discarded: UInt64 = 0
     private var failure: String?
     private var ended = false
@@ -66,8 +68,22 @@ final class ResumableAppend: RequestBodyReceiver {
             offset += count
         }
         written += UInt64(chunk.count)
+        // A long request moves the durable offset as it goes, so that a client that
+        // loses its connection resumes near where it was — unless a checksum must vouch
+        // for the whole chunk first.
+        if checksum == nil, written - committed >= Self.commitInterval {
+            do {
+                _ = try store.commitWrite(id, file: file.borrowed, offset: start + written)
+                committed = written
+            } catch {
+                failure = "the server could not record the upload: \(error)"
+            }
+        }
         return .consumed
     }
+
+    /// Bytes between syncs of a long request.
+    static let commitInterval: UInt64 = 16 << 20
 
     func finish() -> Response {
         let outcome = end(keepingWhatCame: false)
@@ -87,13 +103,13 @@ final class ResumableAppend: RequestBodyReceiver {
         ended = true
         defer { store.endWriting(id) }
         if let failure {
-            store.truncate(id, file: file.borrowed, to: start)
+            store.truncate(id, file: file.borrowed, to: start + committed)
             return .failed(failure)
         }
         do {
             if discarded > 0 {
-                store.truncate(id, file: file.borrowed, to: start)
-                return .tooLarge(try store.commitWrite(id, file: file.borrowed, offset: start), limit: limit)
+                store.truncate(id, file: file.borrowed, to: start + committed)
+                return .tooLarge(try store.commitWrite(id, file: file.borrowed, offset: start + committed), limit: limit)
             }
             if let checksum {
                 guard !keepingWhatCame, checksum.digest.finish() == checksum.expected else {

@@ -21,7 +21,9 @@ let tuspyUpload = """
     resume = [h.split("=", 1)[1] for h in sys.argv[4:] if h.startswith("resume=")]
     tus = client.TusClient(url, headers=headers)
     if resume:
-        uploader = tus.uploader(path, url=resume[0], chunk_size=chunk)
+        # A client coming back may find its dead predecessor's request still being read
+        # (423 until the server sees it go): tuspy retries.
+        uploader = tus.uploader(path, url=resume[0], chunk_size=chunk, retries=5, retry_delay=1)
     else:
         uploader = tus.uploader(path, chunk_size=chunk, metadata={"filename": path.split("/")[-1], "filetype": "application/x-test"})
     try:
@@ -223,6 +225,29 @@ struct TusTests {
         let resumed = try python(tuspyUpload, [server.url("/files"), path, "600000", "resume=\(server.url(location))"])
         #expect(!resumed.output.hasPrefix("FAILED"), "\(resumed.output)")
         #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("cut.bin"))) == (try sha256(data)))
+    }
+
+    @Test func tuspyResumesAfterItsProcessIsKilled() throws {
+        let data = testBytes(count: 3_000_000, seed: 23)
+        let path = try temporaryFile("killed.bin", data)
+        let interpreter = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/python/bin/python3").path
+        // A slow client (the server reads 1 MB/s), killed with SIGKILL partway.
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: interpreter)
+        client.arguments = ["-c", tuspyUpload, server.url("/files"), path, "500000", "Counterpart-Fault=rate=1000000"]
+        client.standardOutput = FileHandle.nullDevice
+        try client.run()
+        #expect(server.eventually { (server.server.journal.requests(method: "PATCH").count) >= 1 })
+        kill(client.processIdentifier, SIGKILL)
+        client.waitUntilExit()
+        let location = try #require(server.server.journal.requests(method: "PATCH").first?.path)
+        let offsetText = try tus(["--head", server.url(location)]).header("Upload-Offset") ?? ""
+        let offset = try #require(UInt64(offsetText))
+        #expect(offset > 0 && offset < 3_000_000)
+        let resumed = try python(tuspyUpload, [server.url("/files"), path, "500000", "resume=\(server.url(location))"])
+        #expect(!resumed.output.hasPrefix("FAILED"), "\(resumed.output)")
+        #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("killed.bin"))) == (try sha256(data)))
     }
 
     @Test func aRestartInTheMiddleLosesNothing() throws {
