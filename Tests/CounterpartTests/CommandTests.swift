@@ -146,4 +146,43 @@ struct CommandTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: uploads.path) == ["done.txt"])
         _ = try? client.wait()
     }
+
+    /// `kill -9` in the middle of resumable uploads: after a restart both protocols report
+    /// the offset they had acknowledged and complete.
+    @Test func resumableUploadsSurviveKill9() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let first = try CommandRun(["--port", "0", "--quiet"], in: folder)
+        let base = String(first.firstLine().dropFirst("listening on ".count))
+        let created = try curl(["-H", "Tus-Resumable: 1.0.0", "-X", "POST", "-H", "Upload-Length: 11",
+                                "-H", "Upload-Metadata: filename \(Data("k.txt".utf8).base64EncodedString())", base + "/files"])
+        let location = try #require(created.header("Location"))
+        let patched = try curl(["-H", "Tus-Resumable: 1.0.0", "-X", "PATCH", "-H", "Upload-Offset: 0",
+                                "-H", "Content-Type: application/offset+octet-stream", "--data-binary", "hello", base + location])
+        #expect(patched.header("Upload-Offset") == "5")
+        let ietf = try curl(["-H", "Content-Type: multipart/form-data; boundary=b", "-H", "Upload-Draft-Interop-Version: 8",
+                             "-H", "Upload-Complete: ?0", "--data-binary", "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"i.txt\"\r\n\r\nhel",
+                             base + "/upload"])
+        let resource = try #require(ietf.header("Location"))
+        kill(first.process.processIdentifier, SIGKILL)
+        _ = first.waitForExit()
+
+        let second = try CommandRun(["--port", "0", "--quiet"], in: folder)
+        let again = String(second.firstLine().dropFirst("listening on ".count))
+        defer { second.process.terminate(); _ = second.waitForExit() }
+        #expect(try curl(["-I", "-H", "Tus-Resumable: 1.0.0", again + location]).header("Upload-Offset") == "5")
+        let done = try curl(["-H", "Tus-Resumable: 1.0.0", "-X", "PATCH", "-H", "Upload-Offset: 5",
+                             "-H", "Content-Type: application/offset+octet-stream", "--data-binary", " world", again + location])
+        #expect(done.header("Upload-Offset") == "11")
+        #expect(try String(contentsOf: folder.appendingPathComponent("uploads/k.txt"), encoding: .utf8) == "hello world")
+        let moved = resource.replacingOccurrences(of: base, with: again)
+        let offset = try curl(["-I", "-H", "Upload-Draft-Interop-Version: 8", moved]).header("Upload-Offset")
+        let sent = "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"i.txt\"\r\n\r\nhel".utf8.count
+        #expect(offset == String(sent))
+        let finished = try curl(["-X", "PATCH", "-H", "Upload-Draft-Interop-Version: 8", "-H", "Upload-Complete: ?1",
+                                 "-H", "Upload-Offset: \(sent)", "-H", "Content-Type: application/partial-upload",
+                                 "--data-binary", "lo\r\n--b--\r\n", moved])
+        #expect(finished.status == 200)
+        #expect(try String(contentsOf: folder.appendingPathComponent("uploads/i.txt"), encoding: .utf8) == "hello")
+    }
 }

@@ -321,4 +321,32 @@ struct ResumableUploadTests {
         #expect(statusCode(of: append.readResponse()?.head ?? "") == 200)
         #expect(try Data(contentsOf: folder.appendingPathComponent("uploads/restart.bin")) == Data(content))
     }
+
+    @Test func anExpiredUploadIsGoneAndATooLargeOneIsRefused() throws {
+        let shortLived = try TestServer { $0.resumableLimits = ResumableLimits(expirySeconds: 1); $0.maxUploadBytes = 100_000 }
+        let client = DraftClient(version: 8, port: shortLived.server.port)
+        let (body, _) = resumableBody("expiring.bin", size: 1_000)
+        let connection = try RawHTTPConnection(port: shortLived.server.port)
+        connection.send(client.creationHead(length: 500, complete: false) + "Connection: close\r\n\r\n")
+        let path = try #require(headerValue("Location", in: connection.readHead() ?? "").flatMap { URL(string: $0)?.path })
+        connection.send(Array(body.prefix(500)))
+        _ = connection.readResponse()
+        Thread.sleep(forTimeInterval: 2.1)
+        let late = try RawHTTPConnection(port: shortLived.server.port)
+        late.send(client.patch(path, offset: 500, Array(body[500...]), complete: true))
+        #expect(statusCode(of: late.readResponse()?.head ?? "") == 410)
+        // A declared length over the server's limit: 413, before any resource exists.
+        let big = try RawHTTPConnection(port: shortLived.server.port)
+        big.send(client.creationHead(length: 10, complete: false, extra: "Upload-Length: 200000\r\n") + "Connection: close\r\n\r\n0123456789")
+        #expect(statusCode(of: big.readResponse()?.head ?? "") == 413)
+    }
+
+    @Test func lengthsThatDisagreeAreRefused() throws {
+        let client = DraftClient(version: 7, port: server.server.port)
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(client.creationHead(length: 10, extra: "Upload-Length: 20\r\n") + "Connection: close\r\n\r\n0123456789")
+        let (head, problem) = try #require(connection.readResponse())
+        #expect(statusCode(of: head) == 400)
+        #expect(String(decoding: problem, as: UTF8.self).contains("#inconsistent-upload-length"))
+    }
 }
