@@ -1,7 +1,10 @@
-// Linux system calls glibc 2.36 has no wrapper for (Swift cannot call the variadic syscall()).
+// Linux calls Swift's Glibc module does not give: system calls glibc 2.36 has no wrapper
+// for (Swift cannot call the variadic syscall()) and GNU extensions.
 #ifndef COUNTERPART_CLINUX_SHIM_H
 #define COUNTERPART_CLINUX_SHIM_H
 
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,6 +19,11 @@ static inline int cp_open_beneath(int folder, const char *path, int flags) {
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
     };
     return (int) syscall(SYS_openat2, folder, path, &how, sizeof how);
+}
+
+/// Starts writing back the file's dirty pages in [offset, offset + count) without waiting.
+static inline int cp_start_write_back(int file, long long offset, long long count) {
+    return sync_file_range(file, offset, count, SYNC_FILE_RANGE_WRITE);
 }
 
 #endif

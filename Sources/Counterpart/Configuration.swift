@@ -19,10 +19,20 @@ public struct Configuration: Sendable {
     public var multipartLimits: MultipartLimits
     /// Ranges per request before the whole file is sent instead; coalescing.
     public var rangePolicy: RangePolicy
-    /// Seconds a connection may stay idle before it is closed.
+    /// Seconds a connection may stay idle (nothing received or sent) before it is closed.
     public var connectionTimeout: UInt32
+    /// Seconds a connection has to send a complete request head, from when it opens or its
+    /// previous response ends; then it is closed (a slowloris client never finishes its
+    /// head). 0: no limit.
+    public var headTimeout: UInt32
     /// Connections served at once; more wait in the listen queue.
     public var maxConnections: UInt32
+    /// Connections one client address may hold: requests on more get `503` and the
+    /// connection closes; past twice as many, new ones are closed at once. 0: no limit.
+    public var maxConnectionsPerClient: UInt32
+    /// Free space kept on the uploads folder's filesystem: an upload that would go below
+    /// it gets `507` and nothing is stored. 0: none kept (the disk may fill up).
+    public var minFreeDiskBytes: UInt64
     /// Memory libmicrohttpd gives each connection: its request head must fit in it (a larger
     /// head gets libmicrohttpd's own 431), and body chunks arrive in pieces of about half.
     public var connectionMemoryBytes: Int
@@ -48,6 +58,7 @@ public struct Configuration: Sendable {
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     public static let defaultThreads = 4
     public static let defaultJournalCapacity = 1_000
+    public static let defaultMinFreeDiskBytes: UInt64 = 64 << 20
 
     public init(
         host: String = "127.0.0.1",
@@ -59,7 +70,10 @@ public struct Configuration: Sendable {
         multipartLimits: MultipartLimits = MultipartLimits(),
         rangePolicy: RangePolicy = RangePolicy(),
         connectionTimeout: UInt32 = 30,
+        headTimeout: UInt32 = 30,
         maxConnections: UInt32 = 1_000,
+        maxConnectionsPerClient: UInt32 = 0,
+        minFreeDiskBytes: UInt64 = defaultMinFreeDiskBytes,
         connectionMemoryBytes: Int = 64 * 1024,
         maxDrainBytes: UInt64 = 64 << 20,
         accessLog: Bool = false,
@@ -79,7 +93,10 @@ public struct Configuration: Sendable {
         self.multipartLimits = multipartLimits
         self.rangePolicy = rangePolicy
         self.connectionTimeout = connectionTimeout
+        self.headTimeout = headTimeout
         self.maxConnections = maxConnections
+        self.maxConnectionsPerClient = maxConnectionsPerClient
+        self.minFreeDiskBytes = minFreeDiskBytes
         self.connectionMemoryBytes = connectionMemoryBytes
         self.maxDrainBytes = maxDrainBytes
         self.accessLog = accessLog

@@ -44,10 +44,10 @@ public final class CounterpartServer: Sendable {
     public init(_ configuration: Configuration) throws(StartError) {
         self.configuration = configuration
         let root = try ServedFolder(path: configuration.root)
-        store = try UploadStore(folder: configuration.uploads)
+        store = try UploadStore(folder: configuration.uploads, keepFree: configuration.minFreeDiskBytes)
         let uploadsFolder = try ServedFolder(path: store.folder)
         store.removeStaleTemporaryFiles()
-        resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits)
+        resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits, freeSpace: store.freeSpace)
         resumable.removeExpired()
         journal = RequestJournal(capacity: configuration.journalCapacity)
         let origin = ServerOrigin()
@@ -73,7 +73,9 @@ public final class CounterpartServer: Sendable {
         daemon = try MicroHTTPDDaemon(options: .init(
             host: configuration.host, port: configuration.port, threads: configuration.threads,
             connectionTimeout: configuration.connectionTimeout, connectionMemoryLimit: configuration.connectionMemoryBytes,
-            maxConnections: configuration.maxConnections, maxDrainBytes: configuration.maxDrainBytes,
+            maxConnections: configuration.maxConnections,
+            maxConnectionsPerClient: Int(configuration.maxConnectionsPerClient), headTimeout: Int(configuration.headTimeout),
+            maxDrainBytes: configuration.maxDrainBytes,
             tls: configuration.tls), handler: router)
         port = daemon.port
         origin.set(Self.baseURL(configuration, port: port).absoluteString)

@@ -5,6 +5,15 @@ enum FileSystem {
     /// `strerror(errno)`: what the last failed call says.
     static func lastError() -> String { String(cString: strerror(errno)) }
 
+    /// Makes the folder's entries durable (names linked, renamed or removed in it): fsync
+    /// of a file makes its bytes durable, not its name. Returns whether it worked.
+    static func syncFolder(_ path: String) -> Bool {
+        let folder = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else { return false }
+        defer { close(folder) }
+        return fsync(folder) == 0
+    }
+
     /// The absolute path of `path` with symlinks resolved.
     static func realPath(_ path: String) throws(CounterpartServer.StartError) -> String {
         guard let resolved = realpath(path, nil) else { throw .unusableFolder(path: path, reason: lastError()) }

@@ -24,6 +24,11 @@ struct RequestHead: Sendable {
         headers.first { equalsIgnoringASCIICase($0.name, name) }?.value
     }
 
+    /// The `Content-Length`, when the request has a valid one.
+    var contentLength: UInt64? {
+        header("Content-Length").flatMap(UInt64.init)
+    }
+
     /// Whether the request says a body follows (a non-zero Content-Length, or chunked).
     var announcesBody: Bool {
         if header("Transfer-Encoding") != nil { return true }

@@ -21,6 +21,11 @@ final class MicroHTTPDDaemon: Sendable {
         /// in pieces of about half of it.
         var connectionMemoryLimit: Int
         var maxConnections: UInt32
+        /// Connections one client address may hold before its requests get 503 (at twice as
+        /// many, more are closed as they come); 0: no limit.
+        var maxConnectionsPerClient: Int
+        /// Seconds a connection has to send a complete request head; 0: no limit.
+        var headTimeout: Int
         /// Body bytes read and thrown away so that a response decided on the head reaches a
         /// client that sends its body without waiting for `100 Continue`.
         var maxDrainBytes: UInt64
@@ -35,7 +40,8 @@ final class MicroHTTPDDaemon: Sendable {
 
     init(options: Options, handler: any RequestHandler) throws(CounterpartServer.StartError) {
         let address = try SocketAddress(host: options.host, port: options.port)
-        dispatcher = Dispatcher(handler: handler, maxDrainBytes: options.maxDrainBytes, threadPerConnection: options.threads == 0)
+        dispatcher = Dispatcher(handler: handler, maxDrainBytes: options.maxDrainBytes, threadPerConnection: options.threads == 0,
+                                watch: ConnectionWatch(maxPerClient: options.maxConnectionsPerClient, headTimeout: options.headTimeout))
         dispatcherReference = Unmanaged.passRetained(dispatcher)
         let context = dispatcherReference.toOpaque()
 
@@ -48,8 +54,16 @@ final class MicroHTTPDDaemon: Sendable {
             MHD_OptionItem(option: .CONNECTION_MEMORY_LIMIT, value: options.connectionMemoryLimit, ptr_value: nil),
             MHD_OptionItem(option: .CONNECTION_LIMIT, value: Int(options.maxConnections), ptr_value: nil),
             MHD_OptionItem(option: .NOTIFY_COMPLETED, value: unsafeBitCast(requestCompleted, to: Int.self), ptr_value: context),
+            MHD_OptionItem(option: .NOTIFY_CONNECTION, value: unsafeBitCast(connectionChanged, to: Int.self), ptr_value: context),
             MHD_OptionItem(option: .UNESCAPE_CALLBACK, value: unsafeBitCast(keepEscaped, to: Int.self), ptr_value: nil),
         ]
+        if options.maxConnectionsPerClient > 0 {
+            // Up to the limit a client's extra connections get a 503 that says why; past
+            // twice the limit libmicrohttpd closes them at once, so one client cannot take
+            // every connection the server has.
+            let hardLimit = min(options.maxConnectionsPerClient * 2, Int(UInt32.max))
+            items.append(MHD_OptionItem(option: .PER_IP_CONNECTION_LIMIT, value: hardLimit, ptr_value: nil))
+        }
         // poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll loop misses a client's
         // FIN that arrives behind unread body bytes, so an upload cut by a client that closed
         // normally would linger until the idle timeout. Measured no slower (see README).
@@ -82,6 +96,7 @@ final class MicroHTTPDDaemon: Sendable {
             }
         }
         guard let started else {
+            dispatcher.watch.stop()
             dispatcherReference.release()
             throw .cannotListen(host: options.host, port: options.port, reason: FileSystem.lastError())
         }
@@ -104,6 +119,7 @@ final class MicroHTTPDDaemon: Sendable {
     func stop() {
         dispatcher.pauses.resumeAllForStop()
         MHD_stop_daemon(daemon.pointer)
+        dispatcher.watch.stop()
         if let socket = dispatcher.quiescedSocket.withLock({ $0 }) { close(socket) }
         dispatcherReference.release()
     }
@@ -122,11 +138,13 @@ private final class Dispatcher: Sendable {
     let inFlight = Atomic<Int>(0)
     let quiescedSocket = Mutex<Int32?>(nil)
     let pauses: Pauses
+    let watch: ConnectionWatch
 
-    init(handler: any RequestHandler, maxDrainBytes: UInt64, threadPerConnection: Bool) {
+    init(handler: any RequestHandler, maxDrainBytes: UInt64, threadPerConnection: Bool, watch: ConnectionWatch) {
         self.handler = handler
         self.maxDrainBytes = maxDrainBytes
         pauses = Pauses(blocking: threadPerConnection)
+        self.watch = watch
     }
 }
 
@@ -166,7 +184,7 @@ private final class Pauses: Sendable {
     }
 
     private func suspend(_ connection: OpaquePointer, for pause: Pause) -> Hold {
-        let key = Self.key(connection)
+        let key = connectionKey(connection)
         let suspended = state.withLock { state -> Bool in
             guard !state.stopping else { return false }
             MHD_suspend_connection(connection)
@@ -201,7 +219,7 @@ private final class Pauses: Sendable {
 
     /// Whether the client of a stalled connection has gone (asked once, after it resumes).
     func clientLeft(_ connection: OpaquePointer) -> Bool {
-        state.withLock { $0.abandoned.remove(Self.key(connection)) != nil }
+        state.withLock { $0.abandoned.remove(connectionKey(connection)) != nil }
     }
 
     /// Resumes every suspended connection and refuses new holds: before MHD stops.
@@ -240,10 +258,6 @@ private final class Pauses: Sendable {
         var byte: UInt8 = 0
         let peeked = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
         return peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-    }
-
-    private static func key(_ connection: OpaquePointer) -> UInt {
-        UInt(bitPattern: Int(bitPattern: UnsafeMutableRawPointer(connection)))
     }
 
     private func schedule(after duration: Duration, _ work: @escaping @Sendable () -> Void) {
@@ -292,7 +306,13 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         dispatcher.inFlight.add(1, ordering: .relaxed)
         let state = RequestState(head: readHead(connection, url: url, method: method, version: version))
         requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
-        switch dispatcher.handler.handle(state.head) {
+        let action: RequestAction
+        if let held = dispatcher.watch.headArrived(connectionKey(connection)) {
+            action = .respond(tooManyConnections(held, limit: dispatcher.watch.maxPerClient, from: state.head.clientAddress))
+        } else {
+            action = dispatcher.handler.handle(state.head)
+        }
+        switch action {
         case .reset:
             // connect(AF_UNSPEC) disconnects a TCP socket with a RST (Linux tcp_disconnect);
             // MHD then closes what is left. Closing with SO_LINGER 0 would not do: MHD
@@ -302,7 +322,7 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
             _ = connect(cp_connection_fd(connection), &unspecified, socklen_t(MemoryLayout<sockaddr>.size))
             return MHD_Result.NO
         case .respond(let response) where state.head.announcesBody:
-            let declared = state.head.header("Content-Length").flatMap(UInt64.init)
+            let declared = state.head.contentLength
             let canDrain = declared.map { $0 <= dispatcher.maxDrainBytes } ?? true
             if response.delay == nil, state.head.expectsContinue || !canDrain {
                 // The client waits for `100 Continue` (or sends too much to drain): answer
@@ -355,10 +375,12 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
     return queue(receiver.finish(), on: connection, for: state, dispatcher)
 }
 
-private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, requestContext, termination in
-    guard let cls, let requestContext, let raw = requestContext.pointee else { return }
-    requestContext.pointee = nil
+private let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, requestContext, termination in
+    guard let cls else { return }
     let dispatcher = Unmanaged<Dispatcher>.fromOpaque(cls).takeUnretainedValue()
+    if let connection { dispatcher.watch.requestEnded(connectionKey(connection)) }
+    guard let requestContext, let raw = requestContext.pointee else { return }
+    requestContext.pointee = nil
     let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
     if !state.answered { state.receiver?.abandon() }
     var now = timespec()
@@ -370,6 +392,28 @@ private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, requestCo
         bodyBytes: state.bodyBytes, bytesSent: completed ? state.bodyBytes : state.streamed?.count.load(ordering: .relaxed),
         seconds: seconds, completed: completed, parts: state.receiver?.receivedParts ?? []))
     dispatcher.inFlight.subtract(1, ordering: .relaxed)
+}
+
+private let connectionChanged: MHD_NotifyConnectionCallback = { cls, connection, _, change in
+    guard let cls, let connection else { return }
+    let watch = Unmanaged<Dispatcher>.fromOpaque(cls).takeUnretainedValue().watch
+    // MHD_CONNECTION_NOTIFY_STARTED is 0 (Swift does not import the constant by name).
+    if change.rawValue == 0 {
+        watch.opened(connectionKey(connection), socket: cp_connection_fd(connection),
+                     client: SocketAddress.describe(cp_client_address(connection)))
+    } else {
+        watch.closed(connectionKey(connection))
+    }
+}
+
+private func connectionKey(_ connection: OpaquePointer) -> UInt {
+    UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+}
+
+/// The answer to a request on a connection past its client's limit; the connection then closes.
+private func tooManyConnections(_ held: Int, limit: Int, from client: String) -> Response {
+    Responses.error(503, "\(client) has \(held) connections open; this server takes at most \(limit) from one client",
+                    headers: [HTTPField(name: "Connection", value: "close"), HTTPField(name: "Retry-After", value: "1")])
 }
 
 /// Writes a 1xx response on the connection, before MHD has written anything for this

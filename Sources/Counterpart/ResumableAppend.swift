@@ -13,7 +13,8 @@ final class ResumableAppend: RequestBodyReceiver {
         case checksumMismatch(ResumableStore.Upload)
         /// More bytes came than the upload may hold; they were discarded (413).
         case tooLarge(ResumableStore.Upload, limit: UInt64)
-        case failed(String)
+        /// The bytes since the last sync were dropped.
+        case failed(ResumableStore.Failure)
     }
 
     private let store: ResumableStore
@@ -28,13 +29,14 @@ final class ResumableAppend: RequestBodyReceiver {
     /// Of `written`, what is durable already.
     private var committed: UInt64 = 0
     private var discarded: UInt64 = 0
-    private var failure: String?
+    private var checkedSpaceAt: UInt64 = 0
+    private var failure: ResumableStore.Failure?
     private var ended = false
     private(set) var receivedParts: [ReceivedPart] = []
 
     /// Appends to `upload` (taken for writing by the caller) from its durable offset, at
-    /// most `limit` bytes.
-    init(store: ResumableStore, upload: ResumableStore.Upload, limit: UInt64, maxDrainBytes: UInt64,
+    /// most `limit` bytes; `declared` (the request's `Content-Length`) must fit on the disk.
+    init(store: ResumableStore, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?, maxDrainBytes: UInt64,
          checksum: (MessageDigest, [UInt8])?, conclude: @escaping (Outcome) -> (Response, [ReceivedPart])) throws(ResumableStore.Failure) {
         self.store = store
         id = upload.id
@@ -43,7 +45,8 @@ final class ResumableAppend: RequestBodyReceiver {
         self.maxDrainBytes = maxDrainBytes
         self.checksum = checksum.map { ($0.0, $0.1) }
         self.conclude = conclude
-        do {
+        do throws(ResumableStore.Failure) {
+            try store.ensureRoom(for: min(declared ?? 0, limit))
             file = OpenFile(try store.openForAppending(upload.id, at: upload.offset))
         } catch {
             store.endWriting(upload.id)
@@ -56,13 +59,23 @@ final class ResumableAppend: RequestBodyReceiver {
             discarded += UInt64(chunk.count)
             return discarded <= maxDrainBytes ? .consumed : .close
         }
+        if written - checkedSpaceAt >= FreeSpace.checkInterval {
+            do throws(ResumableStore.Failure) {
+                try store.ensureRoom(for: UInt64(chunk.count))
+                checkedSpaceAt = written
+            } catch {
+                failure = error
+                return .consumed
+            }
+        }
         checksum?.digest.update(chunk)
         var offset = 0
         while offset < chunk.count {
             let count = Glibc.write(file.borrowed, chunk.baseAddress! + offset, chunk.count - offset)
             if count < 0 {
                 if errno == EINTR { continue }
-                failure = "the server could not store the bytes: \(FileSystem.lastError())"
+                let reason = "the server could not store the bytes: \(FileSystem.lastError())"
+                failure = errno == ENOSPC || errno == EDQUOT ? .insufficientStorage(reason) : .io(reason)
                 return .consumed
             }
             offset += count
@@ -72,11 +85,11 @@ final class ResumableAppend: RequestBodyReceiver {
         // loses its connection resumes near where it was — unless a checksum must vouch
         // for the whole chunk first.
         if checksum == nil, written - committed >= Self.commitInterval {
-            do {
+            do throws(ResumableStore.Failure) {
                 _ = try store.commitWrite(id, file: file.borrowed, offset: start + written)
                 committed = written
             } catch {
-                failure = "the server could not record the upload: \(error)"
+                failure = error
             }
         }
         return .consumed
@@ -99,14 +112,14 @@ final class ResumableAppend: RequestBodyReceiver {
     }
 
     private func end(keepingWhatCame: Bool) -> Outcome {
-        guard !ended else { return .failed("the request ended twice") }
+        guard !ended else { return .failed(.io("the request ended twice")) }
         ended = true
         defer { store.endWriting(id) }
         if let failure {
             store.truncate(id, file: file.borrowed, to: start + committed)
             return .failed(failure)
         }
-        do {
+        do throws(ResumableStore.Failure) {
             if discarded > 0 {
                 store.truncate(id, file: file.borrowed, to: start + committed)
                 return .tooLarge(try store.commitWrite(id, file: file.borrowed, offset: start + committed), limit: limit)
@@ -119,7 +132,7 @@ final class ResumableAppend: RequestBodyReceiver {
             }
             return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written))
         } catch {
-            return .failed("the server could not record the upload: \(error)")
+            return .failed(error)
         }
     }
 }

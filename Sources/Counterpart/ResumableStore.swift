@@ -61,17 +61,21 @@ final class ResumableStore: Sendable {
         case expired
         case locked
         case tooMany(limit: Int)
+        /// Writing would go below the free space kept on the disk (507).
+        case insufficientStorage(String)
         case io(String)
     }
 
     let folder: String
     let limits: ResumableLimits
+    let freeSpace: FreeSpace
     private let uploads = Mutex<[String: Upload]>([:])
     private let writers = Mutex<Set<String>>([])
 
-    init(uploadsFolder: String, limits: ResumableLimits) {
+    init(uploadsFolder: String, limits: ResumableLimits, freeSpace: FreeSpace) {
         folder = uploadsFolder + "/" + Self.folderName
         self.limits = limits
+        self.freeSpace = freeSpace
         var loaded: [String: Upload] = [:]
         for name in FileSystem.names(in: folder) where name.hasSuffix(".json") {
             let id = String(name.dropLast(5))
@@ -96,6 +100,7 @@ final class ResumableStore: Sendable {
     func create(kind: ResumableStore.Upload.Kind, length: UInt64?, metadata: [String: String?] = [:],
                 concatenation: Upload.Concatenation? = nil, requestHeaders: [[String]]? = nil,
                 interopVersion: Int? = nil) throws(Failure) -> Upload {
+        try ensureRoom(for: length ?? 0)
         // Made with the first resumable upload: an uploads folder that never had one stays as it was.
         do { try FileSystem.makeFolders(folder) } catch { throw .io(error.description) }
         let now = Int64(time(nil))
@@ -117,6 +122,11 @@ final class ResumableStore: Sendable {
         close(file)
         try save(upload)
         return upload
+    }
+
+    /// Throws `insufficientStorage` when `bytes` more would go below the free space kept.
+    func ensureRoom(for bytes: UInt64) throws(Failure) {
+        do { try freeSpace.ensureRoom(for: bytes) } catch { throw .insufficientStorage(error.description) }
     }
 
     /// The upload, if it exists and has not expired.
@@ -211,7 +221,8 @@ final class ResumableStore: Sendable {
         let written = data.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
         let synced = fsync(file)
         close(file)
-        guard written == data.count, synced == 0, rename(temporary, statePath(upload.id)) == 0 else {
+        guard written == data.count, synced == 0, rename(temporary, statePath(upload.id)) == 0,
+              FileSystem.syncFolder(folder) else {
             throw .io("cannot write the upload's state: \(FileSystem.lastError())")
         }
     }

@@ -97,7 +97,7 @@ struct ResumableUploads: Sendable {
             guard let value = UInt64(trimmed(text)) else { return .respond(answer(400, version, error: "Upload-Length must be a number of bytes")) }
             length = value
         }
-        if complete, let contentLength = head.header("Content-Length").flatMap(UInt64.init) {
+        if complete, let contentLength = head.contentLength {
             if let length, length != contentLength {
                 return .respond(problem(400, version, type: "inconsistent-upload-length",
                                         title: "Upload-Length \(length) and Content-Length \(contentLength) disagree"))
@@ -119,7 +119,8 @@ struct ResumableUploads: Sendable {
         var interim = [version.versionField, location]
         if version.hasLimits { interim.append(limitField(upload, version)) }
         do throws(ResumableStore.Failure) {
-            let receiver = try ResumableAppend(store: store, upload: upload, limit: (length ?? maxSize), maxDrainBytes: maxDrainBytes,
+            let receiver = try ResumableAppend(store: store, upload: upload, limit: (length ?? maxSize), declared: head.contentLength,
+                                               maxDrainBytes: maxDrainBytes,
                                                checksum: nil) { outcome in
                 conclude(outcome, version, complete: complete, location: location)
             }
@@ -203,7 +204,7 @@ struct ResumableUploads: Sendable {
                                         + (version.number >= 9 ? [version.completeness(false)] : [])))
         }
         let declared = version.requestSaysComplete(head)
-        let contentLength = head.header("Content-Length").flatMap(UInt64.init)
+        let contentLength = head.contentLength
         let complete = declared ?? (upload.length != nil && contentLength.map { offset + $0 } == upload.length)
         var length = upload.length
         if complete, let contentLength {
@@ -223,7 +224,7 @@ struct ResumableUploads: Sendable {
         }
         do throws(ResumableStore.Failure) {
             let current = length == upload.length ? upload : try store.update(upload.id) { $0.length = length }
-            let receiver = try ResumableAppend(store: store, upload: current, limit: (length ?? maxSize) - offset,
+            let receiver = try ResumableAppend(store: store, upload: current, limit: (length ?? maxSize) - offset, declared: head.contentLength,
                                                maxDrainBytes: maxDrainBytes, checksum: nil) { outcome in
                 conclude(outcome, version, complete: complete, location: nil)
             }
@@ -288,8 +289,8 @@ struct ResumableUploads: Sendable {
         case .checksumMismatch(let upload):
             return (answer(400, version, error: "the content does not match its digest",
                            headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]), [])
-        case .failed(let reason):
-            return (answer(500, version, error: reason), [])
+        case .failed(let failure):
+            return (failureAnswer(failure, version), [])
         }
     }
 
@@ -322,6 +323,7 @@ struct ResumableUploads: Sendable {
         case .expired: return answer(410, version, error: "the upload has expired")
         case .locked: return answer(409, version, error: "another request is writing to this upload")
         case .tooMany(let limit): return answer(503, version, error: "the server already has \(limit) uploads in progress")
+        case .insufficientStorage(let reason): return answer(507, version, error: reason)
         case .io(let reason): return answer(500, version, error: reason)
         }
     }

@@ -196,7 +196,7 @@ struct TusEndpoint: Sendable {
         }
         let limit = (upload.length ?? maxSize) - upload.offset
         do {
-            let receiver = try ResumableAppend(store: store, upload: upload, limit: limit, maxDrainBytes: maxDrainBytes,
+            let receiver = try ResumableAppend(store: store, upload: upload, limit: limit, declared: head.contentLength, maxDrainBytes: maxDrainBytes,
                                                checksum: checksum) { outcome in conclude(outcome, created: location) }
             return .receiveBody(receiver)
         } catch {
@@ -227,8 +227,8 @@ struct TusEndpoint: Sendable {
         case .tooLarge(let upload, let limit):
             return (answer(413, error: "the chunk is longer than the \(limit) bytes the upload has left: it was discarded",
                            headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]), [])
-        case .failed(let reason):
-            return (answer(500, error: reason), [])
+        case .failed(let failure):
+            return (failureAnswer(failure), [])
         }
     }
 
@@ -247,6 +247,7 @@ struct TusEndpoint: Sendable {
         let name = SafeFilename.make(from: upload.metadata["filename"].flatMap { $0.flatMap(Self.text) } ?? "")
         let stored = try uploads.place(path, as: name)
         unlink(path)
+        try uploads.syncFolder()
         return try store.update(upload.id) { $0.storedName = stored; $0.sha256 = digest }
     }
 
@@ -270,6 +271,7 @@ struct TusEndpoint: Sendable {
         case .expired: return answer(410, error: "the upload has expired")
         case .locked: return answer(423, error: "another request is writing to this upload")
         case .tooMany(let limit): return answer(503, error: "the server already has \(limit) uploads in progress")
+        case .insufficientStorage(let reason): return answer(507, error: reason)
         case .io(let reason): return answer(500, error: reason)
         }
     }

@@ -24,8 +24,14 @@ struct UploadEndpoint: Sendable {
         } catch {
             return .respond(UploadFailure.response(for: error))
         }
-        if let declared = head.header("Content-Length").flatMap(UInt64.init), declared > limits.maxBodyBytes {
+        let declared = head.contentLength
+        if let declared, declared > limits.maxBodyBytes {
             return .respond(UploadFailure.tooLarge(limits.maxBodyBytes, declared: declared))
+        }
+        do {
+            try store.freeSpace.ensureRoom(for: declared ?? 0)
+        } catch {
+            return .respond(UploadFailure.response(for: error))
         }
         return .receiveBody(UploadReceiver(store: store, limits: limits, boundary: boundary,
                                            answersHTML: AcceptHeader(head.header("Accept")).prefersHTML))
@@ -150,7 +156,13 @@ final class UploadReceiver: RequestBodyReceiver {
 
     func finish() -> Response {
         if failure == nil {
-            do { try parser.finish() } catch { fail(UploadFailure.response(for: error)) }
+            do {
+                try parser.finish()
+                // The answer promises the files: their names must survive a crash too.
+                if !files.isEmpty { try store.syncFolder() }
+            } catch {
+                fail(UploadFailure.response(for: error))
+            }
         }
         if let failure { return failure }
         return answersHTML ? htmlReceipt() : Responses.json(200, jsonReceipt())

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// The uploads folder: files are written under a temporary name (hidden: it starts with
@@ -6,15 +7,17 @@ import Glibc
 final class UploadStore: Sendable {
     /// Absolute path, symlinks resolved.
     let folder: String
+    let freeSpace: FreeSpace
 
     /// Temporary files are `.counterpart-<pid>-<n>.part`: the pid tells a crashed
     /// server's leftovers from the files of live servers sharing the folder.
     static let temporaryPrefix = ".counterpart-"
     private static let counter = AtomicCounter()
 
-    init(folder path: String) throws(CounterpartServer.StartError) {
+    init(folder path: String, keepFree: UInt64) throws(CounterpartServer.StartError) {
         try FileSystem.makeFolders(path)
         folder = try FileSystem.realPath(path)
+        freeSpace = FreeSpace(folder: folder, keep: keepFree)
     }
 
     /// Removes the temporary files of servers that are no longer running.
@@ -31,11 +34,13 @@ final class UploadStore: Sendable {
         let path = "\(folder)/\(Self.temporaryPrefix)\(getpid())-\(Self.counter.next()).part"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw StoreError(operation: "create a temporary file", code: errno) }
-        return UploadSink(path: path, descriptor: descriptor)
+        return UploadSink(path: path, descriptor: descriptor, freeSpace: freeSpace)
     }
 
     /// Moves a complete sink into place under `name` or, if taken, `name-1`, `name-2`, ...
-    /// up to `sequentialNames`, then `name-<random>`. Returns the name used.
+    /// up to `sequentialNames`, then `name-<random>`. Returns the name used. Its bytes are
+    /// durable before its name exists, so that a crash never leaves a short file under a
+    /// final name; the name itself is durable after `syncFolder()`.
     func commit(_ sink: UploadSink, as name: String) throws -> String {
         try sink.close()
         do {
@@ -90,6 +95,11 @@ final class UploadStore: Sendable {
     func remove(_ name: String) {
         unlink(folder + "/" + name)
     }
+
+    /// Makes the names committed so far durable: call once before answering for them.
+    func syncFolder() throws(StoreError) {
+        guard FileSystem.syncFolder(folder) else { throw StoreError(operation: "sync the uploads folder", code: errno) }
+    }
 }
 
 /// A temporary file being written, with the SHA-256 of what went in.
@@ -97,15 +107,23 @@ final class UploadSink {
     let path: String
     private var descriptor: Int32
     private let hasher: FileHasher
+    private let freeSpace: FreeSpace
     private(set) var size: UInt64 = 0
+    private var checkedSpaceAt: UInt64 = 0
+    private var flushedTo: UInt64 = 0
 
-    init(path: String, descriptor: Int32) {
+    init(path: String, descriptor: Int32, freeSpace: FreeSpace) {
         self.path = path
         self.descriptor = descriptor
+        self.freeSpace = freeSpace
         hasher = FileHasher(path: path)
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
+        if size - checkedSpaceAt >= FreeSpace.checkInterval {
+            try freeSpace.ensureRoom(for: UInt64(bytes.count))
+            checkedSpaceAt = size
+        }
         var offset = 0
         while offset < bytes.count {
             let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
@@ -117,7 +135,16 @@ final class UploadSink {
         }
         size += UInt64(bytes.count)
         hasher.wrote(bytes, size: size)
+        if size - flushedTo >= Self.writeBackInterval {
+            // Start writing the bytes out now (without waiting), so that the fsync at
+            // the end has little left to do instead of the whole file.
+            _ = cp_start_write_back(descriptor, Int64(flushedTo), Int64(size - flushedTo))
+            flushedTo = size
+        }
     }
+
+    /// Bytes written between two starts of write-back.
+    static let writeBackInterval: UInt64 = 8 << 20
 
     /// The SHA-256 of everything written; call once, at the end.
     func digest() throws -> String {
@@ -125,8 +152,10 @@ final class UploadSink {
         return digest
     }
 
+    /// Syncs and closes the file.
     func close() throws {
         guard descriptor >= 0 else { return }
+        if fsync(descriptor) != 0 { throw StoreError(operation: "sync the upload to disk", code: errno) }
         let result = Glibc.close(descriptor)
         descriptor = -1
         if result != 0 { throw StoreError(operation: "close the temporary file", code: errno) }
@@ -142,12 +171,19 @@ final class UploadSink {
 }
 
 struct StoreError: Error, CustomStringConvertible {
-    var operation: String
     var code: Int32
+    var description: String
+
+    init(code: Int32, description: String) {
+        self.code = code
+        self.description = description
+    }
+
+    init(operation: String, code: Int32) {
+        self.init(code: code, description: "the server could not \(operation): \(String(cString: strerror(code)))")
+    }
 
     var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
-
-    var description: String { "the server could not \(operation): \(String(cString: strerror(code)))" }
 }
 
 /// A process-wide counter for unique temporary names.

@@ -3,32 +3,46 @@ import Foundation
 
 // The command: flags → configuration → serve until SIGINT or SIGTERM.
 
+let defaults = Configuration()
 let usage = """
     usage: counterpart [--host ADDR] [--port N] [--root DIR] [--uploads DIR]
                        [--max-upload-bytes N] [--threads N] [--quiet] [--fault SPEC]
                        [--journal-size N] [--cors ORIGIN] [--allow-remote-control]
                        [--tls-cert FILE --tls-key FILE | --tls-self-signed]
-                       [--max-resumable-uploads N] [--resumable-expiry SECONDS] [--help]
+                       [--max-resumable-uploads N] [--resumable-expiry SECONDS]
+                       [limits...] [--help]
 
       --host ADDR             address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)
       --port N                port (default 8080; 0 picks a free one)
       --root DIR              folder served as static files (default ./public)
       --uploads DIR           folder uploads are stored in, served at /uploads/ (default ./uploads)
       --max-upload-bytes N    larger request bodies get 413 (default 10GiB; suffixes K M G T, KiB MiB GiB TiB)
-      --threads N             threads serving connections (default \(Configuration.defaultThreads); 0: one per connection)
+      --threads N             threads serving connections (default \(defaults.threads); 0: one per connection)
       --quiet                 no access log on stderr
       --fault SPEC            faults for every request, e.g. cut=1048576 or rate=64KiB,delay=200
                               (cut, stall, rate, delay, status, reset; a request's own win)
-      --journal-size N        requests kept for GET /__counterpart/requests (default \(Configuration.defaultJournalCapacity))
+      --journal-size N        requests kept for GET /__counterpart/requests (default \(defaults.journalCapacity))
       --cors ORIGIN           allow browser apps from ORIGIN (or *) to use the server
       --allow-remote-control  let other machines clear the journal and the uploads
       --tls-cert FILE         serve HTTPS with this PEM certificate (chain)...
       --tls-key FILE          ...and this PEM private key
       --tls-self-signed       serve HTTPS with a throwaway self-signed certificate; where it is
                               written and its SHA-256 fingerprint are printed on stderr
-      --max-resumable-uploads N  tus and IETF resumable uploads in progress at once (default \(ResumableLimits.defaultMaxUploads))
-      --resumable-expiry SECONDS an idle resumable upload is removed after this (default \(ResumableLimits.defaultExpirySeconds))
+      --max-resumable-uploads N  tus and IETF resumable uploads in progress at once (default \(defaults.resumableLimits.maxUploads))
+      --resumable-expiry SECONDS an idle resumable upload is removed after this (default \(defaults.resumableLimits.expirySeconds))
       --help                  this text
+
+    limits (a limit reached gets its status and a JSON error; see the README):
+      --max-part-header-bytes N  header section of one multipart part (default \(defaults.multipartLimits.maxHeaderBytes); 400)
+      --max-parts N              parts in one multipart body (default \(defaults.multipartLimits.maxParts); 413)
+      --max-field-bytes N        text fields, names and file names of one form together (default \(defaults.multipartLimits.maxFieldBytes); 413)
+      --max-ranges N             ranges in one Range header; more get the whole file, 200 (default \(defaults.rangePolicy.maxRanges))
+      --max-connections N        connections at once; more wait to be accepted (default \(defaults.maxConnections))
+      --max-connections-per-client N  from one address; more get 503 (default \(defaults.maxConnectionsPerClient), 0: no limit)
+      --idle-timeout SECONDS     a silent connection is closed (default \(defaults.connectionTimeout))
+      --head-timeout SECONDS     time to send a whole request head, then closed (default \(defaults.headTimeout), 0: none)
+      --min-free-disk N          free space kept on the uploads disk; uploads that need it get 507
+                                 (default \(defaults.minFreeDiskBytes / 1_048_576)MiB, 0: none)
 
     POST /upload takes multipart/form-data; files under --root and --uploads answer GET and
     HEAD with Range, If-Range and the other conditionals; GET /bytes/N?seed=S sends N
@@ -42,6 +56,20 @@ func fail(_ message: String) -> Never {
     FileHandleWriter.standardError("counterpart: \(message)\n")
     FileHandleWriter.standardError(usage)
     exit(2)
+}
+
+/// A whole number in `range` for `flag`, or a usage error saying what it should be.
+func number(_ text: String, for flag: String, in range: ClosedRange<Int>, _ what: String) -> Int {
+    guard let value = Int(text), range.contains(value) else { fail("\(flag): \"\(text)\" is not \(what)") }
+    return value
+}
+
+/// A size in bytes (`1048576`, `512M`, `10GiB`) for `flag`.
+func size(_ text: String, for flag: String, allowingZero: Bool = false) -> UInt64 {
+    guard let size = ByteCount.parse(text), allowingZero || size > 0 else {
+        fail("\(flag): \"\(text)\" is not a size (e.g. 1048576, 512M, 10GiB)\(allowingZero ? " or 0" : "")")
+    }
+    return size
 }
 
 var configuration = Configuration(port: 8080, root: "./public", uploads: "./uploads", accessLog: true)
@@ -61,36 +89,33 @@ while let argument = arguments.popFirst() {
         guard let next = arguments.popFirst() else { fail("\(flag) needs a value") }
         return next
     }
+    func noValue() {
+        if inlineValue != nil { fail("\(flag) takes no value") }
+    }
+    let positive = 1...Int(Int32.max)
+    let seconds = 0...Int(Int32.max)
     switch flag {
     case "--host":
         configuration.host = value()
         if configuration.host.isEmpty { fail("--host needs an address") }
     case "--port":
-        let text = value()
-        guard let port = UInt16(text) else { fail("--port: \"\(text)\" is not a port number (0-65535)") }
-        configuration.port = port
+        configuration.port = UInt16(number(value(), for: flag, in: 0...65535, "a port number (0-65535)"))
     case "--root":
         configuration.root = value()
     case "--uploads":
         configuration.uploads = value()
     case "--max-upload-bytes":
-        let text = value()
-        guard let size = ByteCount.parse(text), size > 0 else { fail("--max-upload-bytes: \"\(text)\" is not a size (e.g. 1048576, 512M, 10GiB)") }
-        configuration.maxUploadBytes = size
+        configuration.maxUploadBytes = size(value(), for: flag)
     case "--threads":
-        let text = value()
-        guard let threads = Int(text), (0...1024).contains(threads) else { fail("--threads: \"\(text)\" is not a number from 0 to 1024") }
-        configuration.threads = threads
+        configuration.threads = number(value(), for: flag, in: 0...1024, "a number from 0 to 1024")
     case "--quiet":
-        if inlineValue != nil { fail("--quiet takes no value") }
+        noValue()
         configuration.accessLog = false
     case "--fault":
         let text = value()
         do { configuration.faults = try FaultSpec(parsing: text) } catch { fail("--fault: \(error)") }
     case "--journal-size":
-        let text = value()
-        guard let size = Int(text), size >= 0 else { fail("--journal-size: \"\(text)\" is not a number of requests") }
-        configuration.journalCapacity = size
+        configuration.journalCapacity = number(value(), for: flag, in: 0...Int.max, "a number of requests")
     case "--cors":
         let origin = value()
         guard origin == "*" || origin.hasPrefix("http://") || origin.hasPrefix("https://") else {
@@ -98,23 +123,37 @@ while let argument = arguments.popFirst() {
         }
         configuration.corsOrigin = origin
     case "--allow-remote-control":
-        if inlineValue != nil { fail("--allow-remote-control takes no value") }
+        noValue()
         configuration.allowsRemoteControl = true
     case "--tls-cert":
         tlsCertificateFile = value()
     case "--tls-key":
         tlsKeyFile = value()
     case "--tls-self-signed":
-        if inlineValue != nil { fail("--tls-self-signed takes no value") }
+        noValue()
         tlsSelfSigned = true
     case "--max-resumable-uploads":
-        let text = value()
-        guard let count = Int(text), count > 0 else { fail("--max-resumable-uploads: \"\(text)\" is not a positive number") }
-        configuration.resumableLimits.maxUploads = count
+        configuration.resumableLimits.maxUploads = number(value(), for: flag, in: positive, "a positive number")
     case "--resumable-expiry":
-        let text = value()
-        guard let seconds = Int(text), seconds > 0 else { fail("--resumable-expiry: \"\(text)\" is not a number of seconds") }
-        configuration.resumableLimits.expirySeconds = seconds
+        configuration.resumableLimits.expirySeconds = number(value(), for: flag, in: positive, "a positive number of seconds")
+    case "--max-part-header-bytes":
+        configuration.multipartLimits.maxHeaderBytes = Int(min(size(value(), for: flag), UInt64(Int32.max)))
+    case "--max-parts":
+        configuration.multipartLimits.maxParts = number(value(), for: flag, in: positive, "a positive number")
+    case "--max-field-bytes":
+        configuration.multipartLimits.maxFieldBytes = Int(min(size(value(), for: flag), UInt64(Int.max)))
+    case "--max-ranges":
+        configuration.rangePolicy.maxRanges = number(value(), for: flag, in: positive, "a positive number")
+    case "--max-connections":
+        configuration.maxConnections = UInt32(number(value(), for: flag, in: positive, "a positive number"))
+    case "--max-connections-per-client":
+        configuration.maxConnectionsPerClient = UInt32(number(value(), for: flag, in: 0...Int(Int32.max), "a number (0: no limit)"))
+    case "--idle-timeout":
+        configuration.connectionTimeout = UInt32(number(value(), for: flag, in: positive, "a positive number of seconds"))
+    case "--head-timeout":
+        configuration.headTimeout = UInt32(number(value(), for: flag, in: seconds, "a number of seconds (0: none)"))
+    case "--min-free-disk":
+        configuration.minFreeDiskBytes = size(value(), for: flag, allowingZero: true)
     case "--help", "-h":
         FileHandleWriter.standardOutput(usage)
         exit(0)

@@ -89,7 +89,10 @@ struct CommandTests {
     @Test(arguments: [
         (["--port", "http"], "--port"), (["--port"], "--port"), (["--bogus"], "--bogus"),
         (["--max-upload-bytes", "lots"], "--max-upload-bytes"), (["--threads", "-1"], "--threads"),
-        (["stray"], "stray"), (["--quiet=yes"], "--quiet"),
+        (["stray"], "stray"), (["--quiet=yes"], "--quiet"), (["--max-parts", "0"], "--max-parts"),
+        (["--head-timeout", "-1"], "--head-timeout"), (["--min-free-disk", "much"], "--min-free-disk"),
+        (["--max-connections-per-client=x"], "--max-connections-per-client"), (["--idle-timeout", "0"], "--idle-timeout"),
+        (["--max-ranges", "1.5"], "--max-ranges"), (["--max-part-header-bytes", "0"], "--max-part-header-bytes"),
     ])
     func badFlagsExitWith2AndNameTheFlag(_ arguments: [String], _ named: String) throws {
         let result = try CommandRun(arguments).waitForExit()
@@ -105,6 +108,32 @@ struct CommandTests {
         let result = try CommandRun(["--help"]).waitForExit()
         #expect(result.status == 0)
         #expect(result.stdout.contains("--max-upload-bytes"))
+    }
+
+    @Test func limitFlagsTakeEffect() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("0123456789".utf8).write(to: folder.appendingPathComponent("public/ten.txt"))
+        let run = try CommandRun(["--port", "0", "--quiet", "--max-parts", "2", "--max-field-bytes", "8", "--max-ranges", "2",
+                                  "--max-part-header-bytes", "100", "--max-connections-per-client", "4",
+                                  "--head-timeout", "5", "--idle-timeout", "5", "--max-connections", "50"], in: folder)
+        let base = String(run.firstLine().dropFirst("listening on ".count))
+        defer { run.process.terminate(); _ = run.waitForExit() }
+        #expect(try curl(["-F", "a=1", "-F", "b=2", "-F", "c=3", base + "/upload"]).status == 413)
+        #expect(try curl(["-F", "a=123456789", base + "/upload"]).status == 413)
+        #expect(try curl(["-F", "a=1;headers=\"X-Long: \(String(repeating: "x", count: 100))\"", base + "/upload"]).status == 400)
+        #expect(try curl(["-F", "a=1", "-F", "b=2", base + "/upload"]).status == 200)
+        #expect(try curl(["-r", "0-0,2-2,4-4", base + "/ten.txt"]).status == 200)
+        #expect(try curl(["-r", "0-0,2-2", base + "/ten.txt"]).status == 206)
+    }
+
+    @Test func minFreeDiskGives507() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try CommandRun(["--port", "0", "--quiet", "--min-free-disk", "1000000TiB"], in: folder)
+        let base = String(run.firstLine().dropFirst("listening on ".count))
+        defer { run.process.terminate(); _ = run.waitForExit() }
+        #expect(try curl(["-F", "a=1", base + "/upload"]).status == 507)
     }
 
     @Test func aMissingRootIsAClearError() throws {

@@ -7,8 +7,19 @@ final class RawHTTPConnection {
     private let socket: Int32
     private var buffered: [UInt8] = []
 
-    init(port: UInt16) throws {
+    /// Connects to 127.0.0.1, from `source` (another loopback address, e.g. 127.0.0.2, to
+    /// look like another client) when given.
+    init(port: UInt16, from source: String? = nil) throws {
         socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            try #require(bound == 0, "cannot bind to \(source)")
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
@@ -61,6 +72,20 @@ final class RawHTTPConnection {
         let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
             .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
         return (head, readBody(length))
+    }
+
+    /// Whether the server closes the connection (end of stream or reset) within `seconds`,
+    /// discarding whatever it sends before.
+    func closedByServer(within seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while Date() < deadline {
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 100) == 1 else { continue }
+            let count = recv(socket, &chunk, chunk.count, Int32(MSG_DONTWAIT))
+            if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) { return true }
+        }
+        return false
     }
 
     /// Hangs up (after what was sent so far).
