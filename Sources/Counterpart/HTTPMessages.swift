@@ -24,6 +24,18 @@ struct RequestHead: Sendable {
         headers.first { equalsIgnoringASCIICase($0.name, name) }?.value
     }
 
+    /// The path of a request target: origin-form (`/a/b`) as sent; absolute-form
+    /// (`http://host/a/b`, which RFC 9112 §3.2.2 says a server must accept, as a proxy
+    /// would send it) reduced to its path.
+    static func path(ofTarget target: String) -> String {
+        for scheme in ["http://", "https://"] where target.utf8.count > scheme.utf8.count
+            && equalsIgnoringASCIICase(String(target.prefix(scheme.count)), scheme) {
+            let authorityAndPath = target.dropFirst(scheme.count)
+            return authorityAndPath.firstIndex(of: "/").map { String(authorityAndPath[$0...]) } ?? "/"
+        }
+        return target
+    }
+
     /// The `Content-Length`, when the request has a valid one.
     var contentLength: UInt64? {
         header("Content-Length").flatMap(UInt64.init)
@@ -185,6 +197,11 @@ struct Response {
         self.body = body
     }
 
+    /// Whether the connection closes after this response (`Connection: close`).
+    var closesConnection: Bool {
+        headers.contains { equalsIgnoringASCIICase($0.name, "Connection") && equalsIgnoringASCIICase(trimmed($0.value).description, "close") }
+    }
+
     /// The length of the body.
     var bodyLength: UInt64 {
         switch body {
@@ -197,8 +214,9 @@ struct Response {
 
 /// What an endpoint does with a request once its head has arrived.
 enum RequestAction {
-    /// Answer without reading the body: at once when the client waits for `100 Continue`
-    /// or announces more than can be drained, else after draining the body it sends.
+    /// Answer without reading the body: at once when the client waits for `100 Continue`,
+    /// announces more than can be drained or the response closes the connection, else
+    /// after draining the body it sends.
     case respond(Response)
     /// Read the body into this receiver, then answer with what it returns; first send these
     /// informational (1xx) responses, before the body is read.

@@ -307,7 +307,9 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         let state = RequestState(head: readHead(connection, url: url, method: method, version: version))
         requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
         let action: RequestAction
-        if let held = dispatcher.watch.headArrived(connectionKey(connection)) {
+        if let refusal = headRefusal(state.head) {
+            action = .respond(refusal)
+        } else if let held = dispatcher.watch.headArrived(connectionKey(connection)) {
             action = .respond(tooManyConnections(held, limit: dispatcher.watch.maxPerClient, from: state.head.clientAddress))
         } else {
             action = dispatcher.handler.handle(state.head)
@@ -324,9 +326,10 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         case .respond(let response) where state.head.announcesBody:
             let declared = state.head.contentLength
             let canDrain = declared.map { $0 <= dispatcher.maxDrainBytes } ?? true
-            if response.delay == nil, state.head.expectsContinue || !canDrain {
-                // The client waits for `100 Continue` (or sends too much to drain): answer
-                // now; MHD skips the body and closes the connection after the response.
+            if response.delay == nil, state.head.expectsContinue || !canDrain || response.closesConnection {
+                // The client waits for `100 Continue` (or sends too much to drain, or the
+                // body cannot be trusted): answer now; MHD skips the body and closes the
+                // connection after the response.
                 return queue(response, on: connection, for: state, dispatcher)
             }
             // A client that sends its body at once would see the connection close under
@@ -410,6 +413,25 @@ private func connectionKey(_ connection: OpaquePointer) -> UInt {
     UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
 }
 
+/// The refusal of a head whose body framing is ambiguous or unsupported (RFC 9112 §6.3),
+/// or that libmicrohttpd would frame otherwise than RFC 9112 does: it takes a body as
+/// chunked only when the first `Transfer-Encoding` is exactly `chunked`, and reads any
+/// other until the connection closes. The connection closes after the answer: the bytes
+/// that follow cannot be trusted to start a request.
+private func headRefusal(_ head: RequestHead) -> Response? {
+    let close = HTTPField(name: "Connection", value: "close")
+    do {
+        let framing = try MessageFraming(headers: head.headers.map { ($0.name, $0.value) })
+        if framing == .chunked, let coding = head.header("Transfer-Encoding"), !equalsIgnoringASCIICase(coding, "chunked") {
+            return Responses.error(400, "Transfer-Encoding \"\(coding)\" must be exactly \"chunked\" here (libmicrohttpd frames no other spelling)",
+                                   headers: [close])
+        }
+        return nil
+    } catch {
+        return Responses.error(error.status, error.description, headers: [close])
+    }
+}
+
 /// The answer to a request on a connection past its client's limit; the connection then closes.
 private func tooManyConnections(_ held: Int, limit: Int, from client: String) -> Response {
     Responses.error(503, "\(client) has \(held) connections open; this server takes at most \(limit) from one client",
@@ -484,7 +506,7 @@ private func readHead(
     }
     return RequestHead(
         method: method.map { String(cString: $0) } ?? "",
-        path: url.map { String(cString: $0) } ?? "/",
+        path: RequestHead.path(ofTarget: url.map { String(cString: $0) } ?? "/"),
         query: collected.query,
         version: version.map { String(cString: $0) } ?? "",
         headers: collected.headers,
@@ -543,7 +565,11 @@ private func queue(_ response: Response, on connection: OpaquePointer, for state
     case .file(let file, let offset, let length):
         let descriptor = file.take()
         created = MHD_create_response_from_fd_at_offset64(length, descriptor, offset)
-        if created == nil { close(descriptor) }
+        if created == nil {
+            close(descriptor)
+        } else {
+            dispatcher.watch.sending(connectionKey(connection), file: descriptor, upTo: offset + length)
+        }
     case .stream(let length, let stream):
         let counter = StreamCounter()
         state.streamed = counter
