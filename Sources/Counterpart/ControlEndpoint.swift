@@ -7,13 +7,16 @@ struct ControlEndpoint: Sendable {
     let journal: RequestJournal
     let store: UploadStore
     let allowsRemoteControl: Bool
+    /// Told in the health answer, so that a client (the upload page) can refuse a file
+    /// that is too large before sending it.
+    let maxUploadBytes: UInt64
 
     static let prefix = "__counterpart"
 
     func respond(to head: RequestHead, segments: [String]) -> Response {
         switch (head.method, segments) {
         case ("GET", ["health"]), ("HEAD", ["health"]):
-            return Responses.json(200, .object([("status", .string("ok"))]))
+            return Responses.json(200, .object([("status", .string("ok")), ("maxUploadBytes", .unsigned(maxUploadBytes))]))
         case ("GET", ["requests"]), ("HEAD", ["requests"]):
             let path = head.queryArgument("path") ?? nil
             let method = head.queryArgument("method") ?? nil

@@ -68,7 +68,9 @@ struct JournalTests {
     }
 
     @Test func healthAndClearingTheUploads() throws {
-        #expect(try curl([server.url("/__counterpart/health")]).json()["status"] as? String == "ok")
+        let health = try curl([server.url("/__counterpart/health")]).json()
+        #expect(health["status"] as? String == "ok")
+        #expect(health["maxUploadBytes"] as? Int == Int(server.server.configuration.maxUploadBytes))
         let path = try temporaryFile("x.txt", Data("x".utf8))
         _ = try curl(["-F", "f=@\(path)", server.url("/upload")])
         let cleared = try curl(["-X", "DELETE", server.url("/__counterpart/uploads")])
