@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 
 /// The SHA-256 of a file that is being written. The first `inlineBytes` are hashed as they
@@ -39,14 +40,17 @@ final class FileHasher {
 }
 
 /// The thread that hashes a file behind its writer.
-/// Unchecked Sendable: every mutable property is read and written under `condition`, and
-/// `hasher` and `descriptor` are used by the hashing thread alone once it has started.
+/// Unchecked Sendable: every mutable property is read and written under `condition` (but
+/// `cancelled`, an atomic the reading loop polls), and `hasher` and `descriptor` are used by
+/// the hashing thread alone once it has started.
 private final class BackgroundHasher: @unchecked Sendable {
     private let condition = NSCondition()
     private var written: UInt64
     private var writerDone = false
-    private var cancelled = false
+    private let cancelled = Atomic<Bool>(false)
     private var result: String??
+    /// Set once the thread has closed its descriptor and ended.
+    private var ended = false
 
     private let hasher: SHA256
     private let descriptor: Int32
@@ -77,41 +81,48 @@ private final class BackgroundHasher: @unchecked Sendable {
         return result!
     }
 
+    /// Stops the thread and waits until it has let go of the file: a discarded upload's
+    /// disk space is free once its file is unlinked *and* closed, and that must be so before
+    /// the request is answered (a client that retries at once after a 507 finds the room).
     func cancel() {
         condition.lock()
-        cancelled = true
+        cancelled.store(true, ordering: .relaxed)
         condition.broadcast()
+        while !ended { condition.wait() }
         condition.unlock()
     }
 
     private func run(from start: UInt64) {
-        defer { if descriptor >= 0 { close(descriptor) } }
+        let digest = hash(from: start)
+        if descriptor >= 0 { close(descriptor) }
+        condition.lock()
+        result = .some(digest)
+        ended = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// The digest once the writer is done; nil if the file cannot be read or hashing was cancelled.
+    private func hash(from start: UInt64) -> String? {
         var position = start
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readSize, alignment: 16)
         defer { buffer.deallocate() }
         while true {
             condition.lock()
-            while position == written, !writerDone, !cancelled { condition.wait() }
+            while position == written, !writerDone, !cancelled.load(ordering: .relaxed) { condition.wait() }
             let target = written
             let done = writerDone
-            let stop = cancelled
             condition.unlock()
-            if stop { return }
             while position < target {
+                if cancelled.load(ordering: .relaxed) { return nil }
                 let count = pread(descriptor, buffer.baseAddress, min(Self.readSize, Int(target - position)), off_t(position))
                 if count < 0, errno == EINTR { continue }
-                guard count > 0 else { return deliver(nil) }
+                guard count > 0 else { return nil }
                 hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 position += UInt64(count)
             }
-            if done { return deliver(hasher.finish()) }
+            if cancelled.load(ordering: .relaxed) { return nil }
+            if done { return hasher.finish() }
         }
-    }
-
-    private func deliver(_ digest: String?) {
-        condition.lock()
-        result = .some(digest)
-        condition.broadcast()
-        condition.unlock()
     }
 }

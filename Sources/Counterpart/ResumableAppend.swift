@@ -130,7 +130,10 @@ final class ResumableAppend: RequestBodyReceiver {
                     return .checksumMismatch(try store.commitWrite(id, file: file.borrowed, offset: start))
                 }
             }
-            return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written))
+            // A client that left resumes with a HEAD then a PATCH: the offset it reads must come
+            // with the upload free to write (otherwise 409/423 by a hair). A request that goes
+            // on to conclude keeps the upload until it has answered.
+            return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written, endingWrite: keepingWhatCame))
         } catch {
             return .failed(error)
         }

@@ -77,6 +77,10 @@ final class ResumableStore: Sendable {
         self.limits = limits
         self.freeSpace = freeSpace
         var loaded: [String: Upload] = [:]
+        for name in FileSystem.names(in: folder) where name.hasSuffix(Self.temporarySuffix) {
+            // A save cut short by a crash: the state it was replacing is still there.
+            unlink(folder + "/" + name)
+        }
         for name in FileSystem.names(in: folder) where name.hasSuffix(".json") {
             let id = String(name.dropLast(5))
             guard var upload = try? JSONDecoder().decode(Upload.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))) else {
@@ -94,6 +98,8 @@ final class ResumableStore: Sendable {
     }
 
     static let folderName = ".resumable"
+    private static let temporarySuffix = ".tmp"
+    private static let saves = AtomicCounter()
 
     // MARK: - Uploads
 
@@ -136,11 +142,15 @@ final class ResumableStore: Sendable {
         return upload
     }
 
-    func update(_ id: String, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
+    /// Changes an upload and saves its state; with `endingWrite`, the request writing to it
+    /// lets go of it in the same step, so that a client that sees the new offset (HEAD) can
+    /// append at once instead of finding the upload still taken.
+    func update(_ id: String, endingWrite: Bool = false, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
         let updated = uploads.withLock { all -> Upload? in
             guard var upload = all[id] else { return nil }
             change(&upload)
             all[id] = upload
+            if endingWrite { endWriting(id) }
             return upload
         }
         guard let updated else { throw .notFound }
@@ -195,10 +205,10 @@ final class ResumableStore: Sendable {
     }
 
     /// Makes what was written durable and moves the offset to it; extends the expiry.
-    func commitWrite(_ id: String, file: Int32, offset: UInt64) throws(Failure) -> Upload {
+    func commitWrite(_ id: String, file: Int32, offset: UInt64, endingWrite: Bool = false) throws(Failure) -> Upload {
         guard fsync(file) == 0 else { throw .io("cannot sync the upload's file: \(FileSystem.lastError())") }
         let now = Int64(time(nil))
-        return try update(id) { upload in
+        return try update(id, endingWrite: endingWrite) { upload in
             upload.offset = offset
             upload.expiresAt = now + Int64(limits.expirySeconds)
         }
@@ -215,7 +225,9 @@ final class ResumableStore: Sendable {
     /// Writes the state file durably: a temporary file, synced, renamed over the old one.
     private func save(_ upload: Upload) throws(Failure) {
         guard let data = try? JSONEncoder().encode(upload) else { throw .io("cannot encode the upload's state") }
-        let temporary = statePath(upload.id) + ".tmp"
+        // A name of its own per save: two saves of one upload may overlap (the writer that
+        // just let go, and the next one).
+        let temporary = statePath(upload.id) + ".\(Self.saves.next())" + Self.temporarySuffix
         let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw .io("cannot write the upload's state: \(FileSystem.lastError())") }
         let written = data.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }

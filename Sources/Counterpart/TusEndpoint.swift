@@ -175,6 +175,12 @@ struct TusEndpoint: Sendable {
             }
             do { upload = try store.update(id) { $0.length = length } } catch { return .respond(failureAnswer(error)) }
         }
+        if upload.storedName != nil {
+            // Complete, and its data is a file in the uploads folder now: nothing to append to.
+            let offset = HTTPField(name: "Upload-Offset", value: String(upload.offset))
+            guard head.announcesBody else { return .respond(answer(204, headers: [offset])) }
+            return .respond(answer(413, error: "the upload is complete: it takes no more bytes", headers: [offset]))
+        }
         return appendAction(head, upload: upload, created: nil)
     }
 

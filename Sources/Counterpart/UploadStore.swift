@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import Synchronization
 
 /// The uploads folder: files are written under a temporary name (hidden: it starts with
 /// a dot) and linked into place under their final name only when complete, never over an
@@ -188,8 +189,6 @@ struct StoreError: Error, CustomStringConvertible {
 
 /// A process-wide counter for unique temporary names.
 final class AtomicCounter: Sendable {
-    private let value = Synchronization.Atomic<Int>(0)
+    private let value = Atomic<Int>(0)
     func next() -> Int { value.add(1, ordering: .relaxed).newValue }
 }
-
-import Synchronization
