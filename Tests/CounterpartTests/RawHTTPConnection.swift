@@ -1,6 +1,35 @@
 import Foundation
 import Testing
 
+/// A TCP socket connected to 127.0.0.1:`port`, from `source` (another loopback address,
+/// e.g. 127.0.0.2, to look like another client) when given.
+func connectedSocket(port: UInt16, from source: String? = nil) throws -> Int32 {
+    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    try #require(socket >= 0, "cannot make a socket")
+    func endpoint(_ host: String, _ port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr(host)
+        return address
+    }
+    if let source {
+        var local = endpoint(source, 0)
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if bound != 0 { close(socket) }
+        try #require(bound == 0, "cannot bind to \(source)")
+    }
+    var address = endpoint("127.0.0.1", port)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    if connected != 0 { close(socket) }
+    try #require(connected == 0, "cannot connect to port \(port)")
+    return socket
+}
+
 /// A TCP connection for writing HTTP by hand and reading exactly what comes back, 1xx
 /// responses included.
 final class RawHTTPConnection {
@@ -10,24 +39,7 @@ final class RawHTTPConnection {
     /// Connects to 127.0.0.1, from `source` (another loopback address, e.g. 127.0.0.2, to
     /// look like another client) when given.
     init(port: UInt16, from source: String? = nil) throws {
-        socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        if let source {
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            local.sin_addr.s_addr = inet_addr(source)
-            let bound = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            try #require(bound == 0, "cannot bind to \(source)")
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        try #require(connected == 0, "cannot connect to port \(port)")
+        socket = try connectedSocket(port: port, from: source)
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }

@@ -147,17 +147,8 @@ extension HTTPURLResponse {
 /// Sends raw bytes on a TCP connection and returns what comes back until the server
 /// closes or `timeout` passes; with `closeAfterSending`, hangs up right after sending.
 func rawExchange(port: UInt16, _ request: [UInt8], closeAfterSending: Bool = false, timeout: Double = 5) throws -> [UInt8] {
-    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #expect(socket >= 0)
+    let socket = try connectedSocket(port: port)
     defer { close(socket) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    #expect(connected == 0)
     var seconds = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
     setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
     var sent = 0
