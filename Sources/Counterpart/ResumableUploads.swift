@@ -205,6 +205,12 @@ struct ResumableUploads: Sendable {
         }
         let declared = version.requestSaysComplete(head)
         let contentLength = head.contentLength
+        // Checked before any sum: a Content-Length near 2^64 must not overflow `offset + contentLength`
+        // (nor an upload stored under a larger --max-upload-bytes underflow `maxSize - offset`).
+        if offset > maxSize || contentLength.map({ $0 > maxSize - offset }) == true {
+            return .respond(answer(413, version, error: "this append would take the upload past \(maxSize) bytes, the most this server takes",
+                                   headers: [limitField(upload, version)]))
+        }
         let complete = declared ?? (upload.length != nil && contentLength.map { offset + $0 } == upload.length)
         var length = upload.length
         if complete, let contentLength {

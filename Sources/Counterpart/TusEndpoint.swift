@@ -200,7 +200,8 @@ struct TusEndpoint: Sendable {
         guard store.beginWriting(upload.id) else {
             return .respond(answer(423, error: "another request is writing to this upload"))
         }
-        let limit = (upload.length ?? maxSize) - upload.offset
+        let end = upload.length ?? maxSize
+        let limit = end > upload.offset ? end - upload.offset : 0  // 0: stored under a larger --max-upload-bytes
         do {
             let receiver = try ResumableAppend(store: store, upload: upload, limit: limit, declared: head.contentLength, maxDrainBytes: maxDrainBytes,
                                                checksum: checksum) { outcome in conclude(outcome, created: location) }

@@ -1,0 +1,210 @@
+import Counterpart
+import Foundation
+import HTTPTransfer
+import Testing
+
+/// Requests that `scripts/http-fuzz` (the HTTP-level fuzzer) found mishandled, sent byte for
+/// byte over a raw socket, each with the behaviour it must get. The fuzzer's own reproducer
+/// is named in each test (`fuzz-artifacts/http/...`, seed and request number).
+@Suite("HTTP fuzzer regressions")
+struct HTTPFuzzRegressionTests {
+    let server: TestServer
+    init() throws { server = try TestServer() }
+
+    /// Sends `request` on a new connection and returns the final response.
+    private func exchange(_ request: String) throws -> (head: String, body: [UInt8]) {
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(request)
+        return try #require(connection.readResponse(), "no answer to \(request.debugDescription)")
+    }
+
+    private func text(_ body: [UInt8]) -> String { String(decoding: body, as: UTF8.self) }
+
+    /// A tus upload of one byte, sent whole: its path (`/files/<id>`).
+    private func completedTusUpload(named name: String) throws -> String {
+        let create = try exchange("""
+            POST /files/ HTTP/1.1\r
+            Host: 127.0.0.1\r
+            Tus-Resumable: 1.0.0\r
+            Upload-Length: 1\r
+            Upload-Metadata: filename \(Base64Test.encode(name))\r
+            Connection: close\r
+            \r
+
+            """)
+        #expect(statusCode(of: create.head) == 201, "\(create.head)")
+        let location = try #require(headerValue("Location", in: create.head))
+        let path = String(location[try #require(location.range(of: "/files/")).lowerBound...])
+        let first = try exchange("""
+            PATCH \(path) HTTP/1.1\r
+            Host: 127.0.0.1\r
+            Tus-Resumable: 1.0.0\r
+            Upload-Offset: 0\r
+            Content-Type: application/offset+octet-stream\r
+            Content-Length: 1\r
+            Connection: close\r
+            \r
+            x
+            """)
+        #expect(statusCode(of: first.head) == 204, "\(first.head)")
+        #expect(headerValue("Upload-Offset", in: first.head) == "1")
+        return path
+    }
+
+    /// http-fuzz seed 1, requests 309.3 and 619.3 (`500-s1-r309.3-tus-patch.bin`): a `PATCH`
+    /// at the final offset of a tus upload that is complete got `500` "cannot open the
+    /// upload's file: No such file or directory" — the upload's data file went into the
+    /// uploads folder when it completed, and the append opened it again. An empty `PATCH`
+    /// there changes nothing (`204`, the same offset); bytes past the length are `413`, as
+    /// for an upload in progress; the stored file stays as it was.
+    @Test func patchAtTheEndOfACompletedTusUpload() throws {
+        let path = try completedTusUpload(named: "fuzz-complete.txt")
+        #expect(server.eventually { server.uploadedNames().contains("fuzz-complete.txt") })
+
+        let empty = try exchange("""
+            PATCH \(path) HTTP/1.1\r
+            Host: 127.0.0.1\r
+            User-Agent: curl/7.88.1\r
+            Connection: keep-alive\r
+            Tus-Resumable: 1.0.0\r
+            Upload-Offset: 1\r
+            Content-Type: application/offset+octet-stream\r
+            Content-Length: 0\r
+            \r
+
+            """)
+        #expect(statusCode(of: empty.head) == 204, "\(empty.head)\(text(empty.body))")
+        #expect(headerValue("Upload-Offset", in: empty.head) == "1")
+
+        let more = try exchange("""
+            PATCH \(path) HTTP/1.1\r
+            Host: 127.0.0.1\r
+            Tus-Resumable: 1.0.0\r
+            Upload-Offset: 1\r
+            Content-Type: application/offset+octet-stream\r
+            Content-Length: 1\r
+            Connection: close\r
+            \r
+            y
+            """)
+        #expect(statusCode(of: more.head) == 413, "\(more.head)\(text(more.body))")
+        #expect(headerValue("Upload-Offset", in: more.head) == "1")
+
+        let status = try exchange("HEAD \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nConnection: close\r\n\r\n")
+        #expect(statusCode(of: status.head) == 200)
+        #expect(headerValue("Upload-Offset", in: status.head) == "1")
+        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("fuzz-complete.txt")) == Data("x".utf8))
+        #expect(server.uploadedNames().filter { $0.hasSuffix(".part") }.isEmpty)
+    }
+}
+
+/// The same, for requests that crashed the server: these run the `counterpart` command as a
+/// process of its own, so that a crash fails the test instead of ending the test run.
+@Suite("HTTP fuzzer regressions: crashes")
+struct HTTPFuzzCrashRegressionTests {
+    /// A `counterpart --port 0` with folders of its own; stopped (SIGTERM) at the end.
+    private final class Server {
+        let run: CommandRun
+        let port: UInt16
+        let folder: URL
+
+        init() throws {
+            folder = try makeFolder()
+            run = try CommandRun(["--port", "0", "--quiet", "--root", folder.appendingPathComponent("public").path,
+                                  "--uploads", folder.appendingPathComponent("uploads").path])
+            let line = run.firstLine()
+            port = try #require(line.split(separator: ":").last.flatMap { UInt16($0) }, "no listening line: \(line)")
+        }
+
+        var isRunning: Bool { run.process.isRunning }
+
+        /// What the server said on stderr before it ended (its crash report, if it crashed).
+        func stop() -> String {
+            if run.process.isRunning { run.process.terminate() }
+            let result = run.waitForExit()
+            try? FileManager.default.removeItem(at: folder)
+            return result.stderr
+        }
+
+        /// Waits until `condition` holds, up to 5 s.
+        func eventually(_ condition: () -> Bool) -> Bool {
+            let deadline = Date().addingTimeInterval(5)
+            while Date() < deadline {
+                if condition() { return true }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            return condition()
+        }
+    }
+
+    /// An IETF upload of `body` whose creation sent its first `sent` bytes (`Upload-Length`
+    /// too when `announceLength`): its path, `/resumable/<id>`.
+    private func incompleteUpload(_ client: DraftClient, _ body: [UInt8], sent: Int, announceLength: Bool) throws -> String {
+        let connection = try RawHTTPConnection(port: client.port)
+        connection.send(client.creationHead(length: sent, complete: false,
+                                            extra: announceLength ? "Upload-Length: \(body.count)\r\n" : "") + "\r\n")
+        let interim = try #require(connection.readHead(), "no 104")
+        #expect(statusCode(of: interim) == 104, "\(interim)")
+        let location = try #require(headerValue("Location", in: interim))
+        connection.send(Array(body.prefix(sent)))
+        let (head, _) = try #require(connection.readResponse(), "no answer to the creation")
+        #expect((200..<300).contains(statusCode(of: head) ?? 0), "\(head)")
+        return String(location[try #require(location.range(of: "/resumable/")).lowerBound...])
+    }
+
+    private func offset(of path: String, _ client: DraftClient) throws -> String? {
+        let connection = try RawHTTPConnection(port: client.port)
+        connection.send(client.head(path))
+        return connection.readHead().flatMap { headerValue("Upload-Offset", in: $0) }
+    }
+
+    /// http-fuzz seed 1 (`crash-s1-*`; `Swift runtime failure: arithmetic overflow` at
+    /// ResumableUploads.swift:211/215, in `append`): an append that says it completes the
+    /// upload, at the right offset (not 0), with a `Content-Length` so large that offset +
+    /// Content-Length passes 2^64 − 1, killed the server — any client could stop it with
+    /// one request. It must be refused (too large, 413, or inconsistent, 400) before any
+    /// byte is read, the server must stay up and the upload stay where it was.
+    @Test(arguments: 3...9)
+    func completingAppendWhoseEndOverflows(version: Int) throws {
+        let server = try Server()
+        defer { _ = server.stop() }
+        let client = DraftClient(version: version, port: server.port)
+        let (body, _) = resumableBody("overflow-\(version).bin", size: 1_000)
+        let path = try incompleteUpload(client, body, sent: 100, announceLength: false)
+
+        let append = try RawHTTPConnection(port: server.port)
+        let type = version >= 6 ? "Content-Type: application/partial-upload\r\n" : ""
+        append.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpload-Draft-Interop-Version: \(version)\r\n"
+            + "\(client.completeness(true))\r\nUpload-Offset: 100\r\n\(type)Content-Length: 18446744073709551615\r\nConnection: close\r\n\r\n")
+        let answer = append.readResponse()
+        #expect(answer != nil, "no answer: the server \(server.isRunning ? "kept the connection" : "died")")
+        if let answer {
+            #expect([400, 413].contains(statusCode(of: answer.head) ?? 0), "\(answer.head)")
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        try #require(server.isRunning, "the server died: \(server.stop().split(separator: "\n").prefix(12).joined(separator: "\n"))")
+        #expect(try offset(of: path, client) == "100")
+    }
+
+    /// The same crash one line earlier (ResumableUploads.swift:208, deciding whether the
+    /// append completes the upload from its length): an append with no `Upload-Complete`
+    /// to an upload whose length is known. The server must stay up and the upload stay
+    /// where it was (whether the append is refused at once or its body awaited).
+    @Test(arguments: 3...9)
+    func appendWhoseEndOverflowsTheKnownLength(version: Int) throws {
+        let server = try Server()
+        defer { _ = server.stop() }
+        let client = DraftClient(version: version, port: server.port)
+        let (body, _) = resumableBody("overflow-known-\(version).bin", size: 1_000)
+        let path = try incompleteUpload(client, body, sent: 100, announceLength: true)
+
+        let append = try RawHTTPConnection(port: server.port)
+        let type = version >= 6 ? "Content-Type: application/partial-upload\r\n" : ""
+        append.send("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpload-Draft-Interop-Version: \(version)\r\n"
+            + "Upload-Offset: 100\r\n\(type)Content-Length: 18446744073709551615\r\nConnection: close\r\n\r\n")
+        Thread.sleep(forTimeInterval: 0.5)
+        try #require(server.isRunning, "the server died: \(server.stop().split(separator: "\n").prefix(12).joined(separator: "\n"))")
+        append.close()
+        #expect(server.eventually { (try? offset(of: path, client)) == "100" })
+    }
+}
