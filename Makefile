@@ -5,8 +5,10 @@ export PATH := $(PATH):/opt/swift/usr/bin
 SWIFT ?= swift
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
+HTTP_FUZZ_SECONDS ?= 60
+HTTP_FUZZ_SMOKE_SECONDS ?= 20
 
-.PHONY: setup build run test bench fuzz fuzz-smoke clean
+.PHONY: setup build run test bench stress fuzz fuzz-smoke http-fuzz clean
 
 setup:
 	@scripts/setup
@@ -20,9 +22,12 @@ run: setup
 	$(SWIFT) build -c release --product counterpart
 	.build/release/counterpart $(ARGS)
 
-test: setup
+test:
+	@scripts/setup chromium wrk
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --parallel
+	scripts/stress --binary .build/debug/counterpart --quick $(if $(CI),--require-root)
+	scripts/http-fuzz $(HTTP_FUZZ_SMOKE_SECONDS) --binary .build/debug/counterpart --no-build
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # The server benchmarks run the release `counterpart` beside nginx, driven by curl and wrk.
@@ -33,11 +38,23 @@ bench:
 	$(SWIFT) build -c release --product counterpart
 	.build/release/counterpart-bench $(BENCH_ARGS)
 
+# Load and fault scenarios (wrk, curl, raw sockets) against the release server, on loopback.
+# Arguments: make stress STRESS_ARGS="--quick --only uploads,kill9" (--list names them).
+stress:
+	@scripts/setup wrk
+	$(SWIFT) build -c release --product counterpart
+	scripts/stress --binary .build/release/counterpart $(STRESS_ARGS)
+
 fuzz: setup
 	scripts/fuzz $(FUZZ_SECONDS)
 
 fuzz-smoke: setup
 	scripts/fuzz $(FUZZ_SMOKE_SECONDS)
+
+# The HTTP-level fuzzer: mutated requests over raw sockets against the release server
+# (see scripts/http-fuzz). `make test` runs 20 s of it on the debug build. make http-fuzz HTTP_FUZZ_SECONDS=1800
+http-fuzz: setup
+	scripts/http-fuzz $(HTTP_FUZZ_SECONDS)
 
 clean:
 	rm -rf .build
