@@ -37,14 +37,17 @@ final class TestServer: Sendable {
     }
 
     /// Waits until `condition` holds (requests complete on server threads), up to 5 s.
-    func eventually(_ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(5)
-        while Date() < deadline {
-            if condition() { return true }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
-        return condition()
+    func eventually(_ condition: () -> Bool) -> Bool { waitUntil(condition) }
+}
+
+/// Polls `condition` every 20 ms until it holds or `seconds` pass; its last value.
+func waitUntil(seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if condition() { return true }
+        Thread.sleep(forTimeInterval: 0.02)
     }
+    return condition()
 }
 
 /// What a curl run saw.
