@@ -75,7 +75,7 @@ public struct FaultSpec: Equatable, Sendable, CustomStringConvertible {
             guard value > 0 else { throw FaultSpecError("rate needs at least 1 byte per second") }
             rate = value
         case "delay":
-            guard let value, let milliseconds = UInt64(value), milliseconds <= Self.maxDelayMilliseconds else {
+            guard let value, let milliseconds = decimalNumber(value), milliseconds <= Self.maxDelayMilliseconds else {
                 throw FaultSpecError("delay needs milliseconds from 0 to \(Self.maxDelayMilliseconds) (e.g. delay=200)")
             }
             delayMilliseconds = milliseconds
@@ -123,11 +123,10 @@ public enum ByteCount {
                                          ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1)]
         let upper = text.uppercased()
         for (suffix, factor) in units where upper.hasSuffix(suffix) {
-            guard let number = UInt64(upper.dropLast(suffix.count)) else { return nil }
+            guard let number = decimalNumber(upper.dropLast(suffix.count)) else { return nil }
             let (product, overflow) = number.multipliedReportingOverflow(by: factor)
             return overflow ? nil : product
         }
-        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        return UInt64(text)
+        return decimalNumber(text)
     }
 }

@@ -20,7 +20,7 @@ struct GeneratedBytesEndpoint: Sendable {
         }
         var seed: UInt64 = 0
         if let argument = head.queryArgument("seed") {
-            guard let text = argument, let value = UInt64(text) else {
+            guard let text = argument, let value = decimalNumber(text) else {
                 return Responses.error(400, "seed must be a number from 0 to \(UInt64.max)")
             }
             seed = value

@@ -295,3 +295,10 @@ protocol RequestHandler: Sendable {
     func handle(_ head: RequestHead) -> RequestAction
     func completed(_ request: CompletedRequest)
 }
+
+/// A field value that is `1*DIGIT`, as a number: nil for a sign, spaces or anything else,
+/// and past 2^64 − 1 (`UInt64("+5")` alone would take the sign).
+func decimalNumber(_ text: some StringProtocol) -> UInt64? {
+    guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+    return UInt64(text)
+}

@@ -32,10 +32,12 @@ final class ResumableAppend: RequestBodyReceiver {
     private var checkedSpaceAt: UInt64 = 0
     private var failure: ResumableStore.Failure?
     private var ended = false
+    private var holdsUpload = true
     private(set) var receivedParts: [ReceivedPart] = []
 
-    /// Appends to `upload` (taken for writing by the caller) from its durable offset, at
-    /// most `limit` bytes; `declared` (the request's `Content-Length`) must fit on the disk.
+    /// Appends to `upload` (taken for writing by the caller, who lets go of it if this
+    /// throws) from its durable offset, at most `limit` bytes; `declared` (the request's
+    /// `Content-Length`) must fit on the disk.
     init(store: ResumableStore, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?, maxDrainBytes: UInt64,
          checksum: (MessageDigest, [UInt8])?, conclude: @escaping (Outcome) -> (Response, [ReceivedPart])) throws(ResumableStore.Failure) {
         self.store = store
@@ -45,13 +47,8 @@ final class ResumableAppend: RequestBodyReceiver {
         self.maxDrainBytes = maxDrainBytes
         self.checksum = checksum.map { ($0.0, $0.1) }
         self.conclude = conclude
-        do throws(ResumableStore.Failure) {
-            try store.ensureRoom(for: min(declared ?? 0, limit))
-            file = OpenFile(try store.openForAppending(upload.id, at: upload.offset))
-        } catch {
-            store.endWriting(upload.id)
-            throw error
-        }
+        try store.ensureRoom(for: min(declared ?? 0, limit))
+        file = OpenFile(try store.openForAppending(upload.id, at: upload.offset))
     }
 
     func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
@@ -99,6 +96,9 @@ final class ResumableAppend: RequestBodyReceiver {
     static let commitInterval: UInt64 = 16 << 20
 
     func finish() -> Response {
+        // The upload stays taken until the answer is made: concluding (storing a complete
+        // tus upload, processing a complete IETF one) must not race another append or a cancel.
+        defer { letGo() }
         let outcome = end(keepingWhatCame: false)
         let (response, parts) = conclude(outcome)
         receivedParts = parts
@@ -109,12 +109,19 @@ final class ResumableAppend: RequestBodyReceiver {
         // The client left: what came stays, so that it can resume after it — unless a
         // checksum was to vouch for the chunk, which now cannot be checked.
         _ = end(keepingWhatCame: true)
+        letGo()
+    }
+
+    /// Lets go of the upload (taken for this request by its caller), once.
+    private func letGo() {
+        guard holdsUpload else { return }
+        holdsUpload = false
+        store.endWriting(id)
     }
 
     private func end(keepingWhatCame: Bool) -> Outcome {
         guard !ended else { return .failed(.io("the request ended twice")) }
         ended = true
-        defer { store.endWriting(id) }
         if let failure {
             store.truncate(id, file: file.borrowed, to: start + committed)
             return .failed(failure)
@@ -131,8 +138,9 @@ final class ResumableAppend: RequestBodyReceiver {
                 }
             }
             // A client that left resumes with a HEAD then a PATCH: the offset it reads must come
-            // with the upload free to write (otherwise 409/423 by a hair). A request that goes
-            // on to conclude keeps the upload until it has answered.
+            // with the upload free to write (otherwise 409/423 by a hair), so the commit lets go
+            // of it. A request that goes on to conclude keeps it until it has answered.
+            if keepingWhatCame { holdsUpload = false }
             return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written, endingWrite: keepingWhatCame))
         } catch {
             return .failed(error)

@@ -71,6 +71,8 @@ final class ResumableStore: Sendable {
     let freeSpace: FreeSpace
     private let uploads = Mutex<[String: Upload]>([:])
     private let writers = Mutex<Set<String>>([])
+    /// Held while an upload's state is saved (locks in this order: saving, uploads, writers).
+    private let saving = Mutex(())
 
     init(uploadsFolder: String, limits: ResumableLimits, freeSpace: FreeSpace) {
         folder = uploadsFolder + "/" + Self.folderName
@@ -142,20 +144,33 @@ final class ResumableStore: Sendable {
         return upload
     }
 
-    /// Changes an upload and saves its state; with `endingWrite`, the request writing to it
-    /// lets go of it in the same step, so that a client that sees the new offset (HEAD) can
-    /// append at once instead of finding the upload still taken.
+    /// Changes an upload and saves its state, then shows the change; with `endingWrite`, the
+    /// request writing to it lets go of it in the same step (also when the save fails), so
+    /// that a client that sees the new offset (HEAD) can append at once instead of finding
+    /// the upload still taken. Saves are one at a time, so the state file always holds the
+    /// newest state.
     func update(_ id: String, endingWrite: Bool = false, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
-        let updated = uploads.withLock { all -> Upload? in
-            guard var upload = all[id] else { return nil }
+        var released = false
+        defer { if endingWrite, !released { endWriting(id) } }
+        return try saving.withLock { _ throws(Failure) -> Upload in
+            guard var upload = uploads.withLock({ $0[id] }) else { throw .notFound }
             change(&upload)
-            all[id] = upload
-            if endingWrite { endWriting(id) }
+            try save(upload)
+            let shown = uploads.withLock { all -> Bool in
+                guard all[id] != nil else { return false }  // removed meanwhile
+                all[id] = upload
+                if endingWrite {
+                    endWriting(id)
+                    released = true
+                }
+                return true
+            }
+            guard shown else {
+                unlink(statePath(id))
+                throw .notFound
+            }
             return upload
         }
-        guard let updated else { throw .notFound }
-        try save(updated)
-        return updated
     }
 
     /// Removes an upload and its files.
@@ -181,6 +196,29 @@ final class ResumableStore: Sendable {
     /// Takes the upload for writing; nil when another request is writing to it.
     func beginWriting(_ id: String) -> Bool {
         writers.withLock { $0.insert(id).inserted }
+    }
+
+    /// How taking an upload to append to it went.
+    enum AppendClaim {
+        case taken
+        /// Another request is writing to it.
+        case busy
+        /// It is no longer as the request saw it (another request appended, completed or
+        /// removed it while this one was deciding): nil when it is gone.
+        case changed(Upload?)
+    }
+
+    /// Takes the upload for writing, if no other request is writing to it and it is still
+    /// as `seen`: a request that found it busy a moment ago must not append to bytes it did
+    /// not see, nor to an upload another request has completed.
+    func beginAppending(to seen: Upload) -> AppendClaim {
+        guard beginWriting(seen.id) else { return .busy }
+        let current = uploads.withLock { $0[seen.id] }
+        guard current == seen else {
+            endWriting(seen.id)
+            return .changed(current)
+        }
+        return .taken
     }
 
     func endWriting(_ id: String) {

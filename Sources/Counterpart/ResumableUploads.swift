@@ -94,7 +94,7 @@ struct ResumableUploads: Sendable {
         }
         var length: UInt64?
         if let text = head.header("Upload-Length") {
-            guard let value = UInt64(trimmed(text)) else { return .respond(answer(400, version, error: "Upload-Length must be a number of bytes")) }
+            guard let value = decimalNumber(trimmed(text)) else { return .respond(answer(400, version, error: "Upload-Length must be a number of bytes")) }
             length = value
         }
         if complete, let contentLength = head.contentLength {
@@ -126,6 +126,7 @@ struct ResumableUploads: Sendable {
             }
             return .receiveBody(receiver, interim: [InformationalResponse(status: 104, reason: "Upload Resumption Supported", headers: interim)])
         } catch {
+            store.endWriting(upload.id)
             store.remove(upload.id)
             return .respond(failureAnswer(error, version))
         }
@@ -193,16 +194,11 @@ struct ResumableUploads: Sendable {
         if version.requiresPartialUploadType, head.header("Content-Type").map({ String(trimmed($0.split(separator: ";")[0])) }) != Self.partialUploadType {
             return .respond(answer(415, version, error: "an append needs Content-Type: \(Self.partialUploadType)"))
         }
-        guard let offsetText = head.header("Upload-Offset"), let offset = UInt64(trimmed(offsetText)) else {
+        guard let offsetText = head.header("Upload-Offset"), let offset = decimalNumber(trimmed(offsetText)) else {
             return .respond(answer(400, version, error: "an append needs Upload-Offset: the offset its content starts at"))
         }
         if let stored = upload.answer { return .respond(appendToCompleted(stored, version, head)) }
-        guard offset == upload.offset else {
-            return .respond(problem(409, version, type: "mismatching-upload-offset", title: "offset from request does not match offset of resource",
-                                    extra: [("expected-offset", .unsigned(upload.offset)), ("provided-offset", .unsigned(offset))],
-                                    headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]
-                                        + (version.number >= 9 ? [version.completeness(false)] : [])))
-        }
+        guard offset == upload.offset else { return .respond(offsetMismatch(upload, provided: offset, version)) }
         let declared = version.requestSaysComplete(head)
         let contentLength = head.contentLength
         // Checked before any sum: a Content-Length near 2^64 must not overflow `offset + contentLength`
@@ -224,9 +220,13 @@ struct ResumableUploads: Sendable {
             return .respond(answer(413, version, error: "the upload is \(length) bytes; this server takes at most \(maxSize)",
                                    headers: [limitField(upload, version)]))
         }
-        guard store.beginWriting(upload.id) else {
+        switch store.beginAppending(to: upload) {
+        case .taken: break
+        case .busy:
             return .respond(answer(409, version, error: "another request is writing to this upload",
                                    headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]))
+        case .changed(let current?): return .respond(offsetMismatch(current, provided: offset, version))
+        case .changed(nil): return .respond(failureAnswer(.notFound, version))
         }
         do throws(ResumableStore.Failure) {
             let current = length == upload.length ? upload : try store.update(upload.id) { $0.length = length }
@@ -239,6 +239,14 @@ struct ResumableUploads: Sendable {
             store.endWriting(upload.id)
             return .respond(failureAnswer(error, version))
         }
+    }
+
+    /// 409: the append starts at `provided`, but `upload` is at another offset.
+    private func offsetMismatch(_ upload: ResumableStore.Upload, provided: UInt64, _ version: InteropVersion) -> Response {
+        problem(409, version, type: "mismatching-upload-offset", title: "offset from request does not match offset of resource",
+                extra: [("expected-offset", .unsigned(upload.offset)), ("provided-offset", .unsigned(provided))],
+                headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]
+                    + (version.number >= 9 ? [version.completeness(false)] : []))
     }
 
     /// An append to an upload whose answer was already given.

@@ -62,7 +62,7 @@ struct TusEndpoint: Sendable {
         let length: UInt64?
         switch (head.header("Upload-Length"), head.header("Upload-Defer-Length")) {
         case (let text?, nil):
-            guard let value = UInt64(text), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            guard let value = decimalNumber(text) else {
                 return .respond(answer(400, error: "Upload-Length must be a number of bytes"))
             }
             guard value <= maxSize else { return .respond(answer(413, error: "the upload is \(value) bytes; this server takes at most \(maxSize)")) }
@@ -105,8 +105,12 @@ struct TusEndpoint: Sendable {
             guard part.isComplete else { return answer(400, error: "the partial upload \(reference) is not complete") }
             parts.append(part)
         }
-        let total = parts.reduce(UInt64(0)) { $0 + ($1.length ?? 0) }
-        guard total <= maxSize else { return answer(413, error: "the parts add up to \(total) bytes; this server takes at most \(maxSize)") }
+        var total: UInt64 = 0
+        for part in parts {
+            let (sum, overflow) = total.addingReportingOverflow(part.length ?? 0)
+            guard !overflow, sum <= maxSize else { return answer(413, error: "the parts add up to more than \(maxSize) bytes, the most this server takes") }
+            total = sum
+        }
         do {
             var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)))
             let file = try store.openForAppending(final.id, at: 0)
@@ -159,7 +163,7 @@ struct TusEndpoint: Sendable {
         if case .final = upload.concatenation {
             return .respond(answer(403, error: "a final upload is made of its parts: it cannot be appended to"))
         }
-        guard let offsetText = head.header("Upload-Offset"), let offset = UInt64(offsetText) else {
+        guard let offsetText = head.header("Upload-Offset"), let offset = decimalNumber(offsetText) else {
             return .respond(answer(400, error: "PATCH needs Upload-Offset: the offset the bytes start at"))
         }
         guard offset == upload.offset else {
@@ -170,7 +174,7 @@ struct TusEndpoint: Sendable {
             guard upload.length == nil || upload.length.map(String.init) == text else {
                 return .respond(answer(400, error: "the upload's length is already \(upload.length ?? 0)"))
             }
-            guard let length = UInt64(text), length >= upload.offset, length <= maxSize else {
+            guard let length = decimalNumber(text), length >= upload.offset, length <= maxSize else {
                 return .respond(answer(400, error: "Upload-Length must be a number of bytes from \(upload.offset) to \(maxSize)"))
             }
             do { upload = try store.update(id) { $0.length = length } } catch { return .respond(failureAnswer(error)) }
@@ -197,8 +201,13 @@ struct TusEndpoint: Sendable {
             }
             checksum = (MessageDigest(algorithm), expected)
         }
-        guard store.beginWriting(upload.id) else {
-            return .respond(answer(423, error: "another request is writing to this upload"))
+        switch store.beginAppending(to: upload) {
+        case .taken: break
+        case .busy: return .respond(answer(423, error: "another request is writing to this upload"))
+        case .changed(let current?):
+            return .respond(answer(409, error: "the upload moved on to offset \(current.offset) while this request waited",
+                                   headers: [HTTPField(name: "Upload-Offset", value: String(current.offset))]))
+        case .changed(nil): return .respond(failureAnswer(.notFound))
         }
         let end = upload.length ?? maxSize
         let limit = end > upload.offset ? end - upload.offset : 0  // 0: stored under a larger --max-upload-bytes
@@ -207,6 +216,7 @@ struct TusEndpoint: Sendable {
                                                checksum: checksum) { outcome in conclude(outcome, created: location) }
             return .receiveBody(receiver)
         } catch {
+            store.endWriting(upload.id)
             return .respond(failureAnswer(error))
         }
     }

@@ -127,27 +127,6 @@ struct HTTPFuzzCrashRegressionTests {
         }
     }
 
-    /// An IETF upload of `body` whose creation sent its first `sent` bytes (`Upload-Length`
-    /// too when `announceLength`): its path, `/resumable/<id>`.
-    private func incompleteUpload(_ client: DraftClient, _ body: [UInt8], sent: Int, announceLength: Bool) throws -> String {
-        let connection = try RawHTTPConnection(port: client.port)
-        connection.send(client.creationHead(length: sent, complete: false,
-                                            extra: announceLength ? "Upload-Length: \(body.count)\r\n" : "") + "\r\n")
-        let interim = try #require(connection.readHead(), "no 104")
-        #expect(statusCode(of: interim) == 104, "\(interim)")
-        let location = try #require(headerValue("Location", in: interim))
-        connection.send(Array(body.prefix(sent)))
-        let (head, _) = try #require(connection.readResponse(), "no answer to the creation")
-        #expect((200..<300).contains(statusCode(of: head) ?? 0), "\(head)")
-        return String(location[try #require(location.range(of: "/resumable/")).lowerBound...])
-    }
-
-    private func offset(of path: String, _ client: DraftClient) throws -> String? {
-        let connection = try RawHTTPConnection(port: client.port)
-        connection.send(client.head(path))
-        return connection.readHead().flatMap { headerValue("Upload-Offset", in: $0) }
-    }
-
     /// An IETF upload (interop `version`) with 100 of its 1,000 bytes sent (its length
     /// announced when `announceLength`), then an append at offset 100 with a
     /// `Content-Length` of 2^64 − 1 (saying it completes the upload when `sayComplete`):
@@ -158,7 +137,7 @@ struct HTTPFuzzCrashRegressionTests {
         defer { _ = server.stop() }
         let client = DraftClient(version: version, port: server.port)
         let (body, _) = resumableBody("overflow-\(version).bin", size: 1_000)
-        let path = try incompleteUpload(client, body, sent: 100, announceLength: announceLength)
+        let path = try client.createIncomplete(body, sent: 100, announceLength: announceLength)
 
         let append = try RawHTTPConnection(port: server.port)
         let type = version >= 6 ? "Content-Type: application/partial-upload\r\n" : ""
@@ -168,7 +147,7 @@ struct HTTPFuzzCrashRegressionTests {
         let answer = append.readResponse()
         Thread.sleep(forTimeInterval: 0.2)
         try #require(server.isRunning, "the server died: \(server.stop().split(separator: "\n").prefix(12).joined(separator: "\n"))")
-        return (answer, try offset(of: path, client))
+        return (answer, try client.offset(of: path))
     }
 
     /// http-fuzz seed 1 (`crash-s1-*`; `Swift runtime failure: arithmetic overflow` at

@@ -36,6 +36,28 @@ struct DraftClient {
         "HEAD \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\nConnection: close\r\n\r\n"
     }
 
+    /// Creates an upload of `body` whose creation request sends its first `sent` bytes
+    /// (and `Upload-Length` when `announceLength`) and leaves it incomplete: its path,
+    /// `/resumable/<id>`.
+    func createIncomplete(_ body: [UInt8], sent: Int, announceLength: Bool) throws -> String {
+        let connection = try RawHTTPConnection(port: port)
+        connection.send(creationHead(length: sent, complete: false, extra: announceLength ? "Upload-Length: \(body.count)\r\n" : "") + "\r\n")
+        let interim = try #require(connection.readHead(), "no 104")
+        #expect(statusCode(of: interim) == 104, "\(interim)")
+        let location = try #require(headerValue("Location", in: interim))
+        connection.send(Array(body.prefix(sent)))
+        let (head, _) = try #require(connection.readResponse(), "no answer to the creation")
+        #expect((200..<300).contains(statusCode(of: head) ?? 0), "\(head)")
+        return String(location[try #require(location.range(of: "/resumable/")).lowerBound...])
+    }
+
+    /// The upload's `Upload-Offset`, from a HEAD.
+    func offset(of path: String) throws -> String? {
+        let connection = try RawHTTPConnection(port: port)
+        connection.send(head(path))
+        return connection.readHead().flatMap { headerValue("Upload-Offset", in: $0) }
+    }
+
     /// The name of the completeness header a server of this version answers with, and its
     /// value for "complete".
     var completenessHeader: String { version == 3 ? "Upload-Incomplete" : "Upload-Complete" }
@@ -350,5 +372,36 @@ struct ResumableUploadTests {
         let (head, problem) = try #require(connection.readResponse())
         #expect(statusCode(of: head) == 400)
         #expect(String(decoding: problem, as: UTF8.self).contains("#inconsistent-upload-length"))
+    }
+}
+
+extension ResumableUploadTests {
+    /// An append that comes while the completing request is still processing the upload
+    /// (parsing it, storing its file) waits its turn (409, "another request is writing")
+    /// and then finds it complete: the file is stored once, and the completing request
+    /// gets its answer. (The upload used to be let go before it was processed, and both
+    /// requests stored it.)
+    @Test(arguments: [5, 9])
+    func anAppendWhileTheUploadIsProcessedWaitsItsTurn(version: Int) throws {
+        let client = DraftClient(version: version, port: server.server.port)
+        let (body, content) = resumableBody("processed-\(version).bin", size: 16 << 20)
+        let path = try client.createIncomplete(body, sent: 0, announceLength: false)
+        let whole = BackgroundCall { () throws -> String in
+            let connection = try RawHTTPConnection(port: client.port)
+            connection.send(client.patch(path, offset: 0, body, complete: true))
+            return try #require(connection.readResponse(), "no answer to the whole append").head
+        }
+        #expect(waitUntil(seconds: 30) { (try? client.offset(of: path)) == String(body.count) })
+        var answers: [(head: String, body: [UInt8])] = []
+        repeat {
+            let connection = try RawHTTPConnection(port: client.port)
+            connection.send(client.patch(path, offset: body.count, [], complete: true))
+            answers.append(try #require(connection.readResponse(), "no answer to the empty append"))
+        } while answers.count < 1_000 && String(decoding: answers.last!.body, as: UTF8.self).contains("another request is writing")
+        let last = try #require(answers.last)
+        #expect(statusCode(of: try whole.wait()) == 200)
+        #expect(statusCode(of: last.head) != 500, "\(last.head)\(String(decoding: last.body, as: UTF8.self))")
+        #expect(server.uploadedNames().filter { !$0.hasPrefix(".") } == ["processed-\(version).bin"])
+        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("processed-\(version).bin")) == Data(content))
     }
 }

@@ -191,6 +191,34 @@ struct TusTests {
         #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("upload"))) == (try sha256(testBytes(count: 300_000))))
     }
 
+    /// A request that comes while a complete upload is being stored (hashed, given its
+    /// name, synced) waits its turn (423) and then finds it stored: never a 500, never
+    /// stored twice. (The upload used to be let go before it was stored.)
+    @Test func anEmptyPatchWhileTheUploadIsStoredWaitsItsTurn() throws {
+        let size = 16 << 20
+        let location = try create(length: size, metadata: "filename \(Base64Test.encode("whole.bin"))")
+        let body = try temporaryFile("whole", testBytes(count: size))
+        let url = server.url(location)
+        let whole = BackgroundCall { try tus(["-X", "PATCH", "-H", "Upload-Offset: 0", "-H", "Content-Type: application/offset+octet-stream",
+                                              "--data-binary", "@\(body)", url]) }
+        let port = server.server.port
+        func exchange(_ request: String) throws -> (head: String, body: [UInt8]) {
+            let connection = try RawHTTPConnection(port: port)
+            connection.send(request)
+            return try #require(connection.readResponse(), "no answer to \(request)")
+        }
+        let head = "HEAD \(location) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nConnection: close\r\n\r\n"
+        #expect(waitUntil(seconds: 30) { (try? exchange(head)).flatMap { headerValue("Upload-Offset", in: $0.head) } == String(size) })
+        let empty = "PATCH \(location) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: \(size)\r\n"
+            + "Content-Type: application/offset+octet-stream\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        var statuses: [Int] = []
+        repeat { statuses.append(statusCode(of: try exchange(empty).head) ?? 0) } while statuses.last == 423 && statuses.count < 1_000
+        #expect(try whole.wait().status == 204)
+        #expect([204, 409].contains(statuses.last ?? 0), "\(statuses)")
+        #expect(server.uploadedNames().filter { !$0.hasPrefix(".") } == ["whole.bin"])
+        #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("whole.bin"))) == (try sha256(testBytes(count: size))))
+    }
+
     @Test func anUploadExpires() throws {
         let shortLived = try TestServer { $0.resumableLimits = ResumableLimits(expirySeconds: 1) }
         let result = try tus(["-X", "POST", "-H", "Upload-Length: 5", shortLived.url("/files")])
