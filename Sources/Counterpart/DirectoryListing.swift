@@ -105,7 +105,7 @@ struct DirectoryListing {
         let files = entries.filter { !$0.isFolder }
         let folders = entries.count - files.count
         var summary = files.count == 1 ? "1 file" : "\(files.count) files"
-        if !files.isEmpty { summary += " (\(Self.humanSize(files.reduce(0) { $0 + $1.size })))" }
+        if !files.isEmpty { summary += " (\(Self.humanSize(files.reduce(0) { total, file in total.addingReportingOverflow(file.size).overflow ? .max : total + file.size })))" }
         if folders > 0 { summary += folders == 1 ? ", 1 folder" : ", \(folders) folders" }
         summary += "; sorted by \(order.description)."
         return """
