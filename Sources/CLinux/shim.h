@@ -5,6 +5,7 @@
 
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <poll.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,6 +25,15 @@ static inline int cp_open_beneath(int folder, const char *path, int flags) {
 /// Starts writing back the file's dirty pages in [offset, offset + count) without waiting.
 static inline int cp_start_write_back(int file, long long offset, long long count) {
     return sync_file_range(file, offset, count, SYNC_FILE_RANGE_WRITE);
+}
+
+/// Whether the peer of a connected socket has shut its side down (FIN) or the socket has
+/// failed, without waiting: POLLRDHUP (a GNU extension) sees a FIN even behind bytes not
+/// read yet, where a peek for end of stream would see only the bytes.
+static inline int cp_peer_has_closed(int socket) {
+    struct pollfd descriptor = { .fd = socket, .events = POLLRDHUP, .revents = 0 };
+    if (poll(&descriptor, 1, 0) != 1) return 0;
+    return (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 #endif

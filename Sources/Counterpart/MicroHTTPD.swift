@@ -1,3 +1,4 @@
+import CLinux
 import CGnuTLS
 import CMicroHTTPD
 import Dispatch
@@ -253,12 +254,9 @@ private final class Pauses: Sendable {
         }
     }
 
-    /// End of stream or an error on the socket: the client has gone.
-    private static func peerClosed(_ socket: Int32) -> Bool {
-        var byte: UInt8 = 0
-        let peeked = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
-        return peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-    }
+    /// The client has shut its side down or the socket has failed: it has gone (also when
+    /// bytes it sent are still unread, as a stalled upload's rest).
+    private static func peerClosed(_ socket: Int32) -> Bool { cp_peer_has_closed(socket) != 0 }
 
     private func schedule(after duration: Duration, _ work: @escaping @Sendable () -> Void) {
         let (seconds, attoseconds) = duration.components

@@ -98,6 +98,36 @@ struct HTTPFuzzRegressionTests {
     }
 }
 
+/// http-fuzz seed 11, 1,800 s: 33 sockets still open in the server after every client had
+/// closed. A stalled upload (`Counterpart-Fault: stall=N`) whose client had sent more than
+/// the server read, then left, was never noticed: the once-a-second liveness check peeked
+/// at the socket, found the unread bytes and not the end of stream behind them, and the
+/// connection was held until the server stopped — a descriptor any client could pin.
+/// With one connection per client, a new connection from the same address is served only
+/// once the stalled one is gone: it must be within a few seconds.
+@Suite("HTTP fuzzer regressions: held connections")
+struct HTTPFuzzHeldConnectionTests {
+    @Test(arguments: [4, 0])
+    func aStalledUploadWhoseClientLeftIsCut(threads: Int) throws {
+        let server = try TestServer { $0.maxConnectionsPerClient = 1; $0.threads = threads }
+        let port = server.server.port
+        let stalled = try RawHTTPConnection(port: port)
+        let body = [UInt8](repeating: UInt8(ascii: "x"), count: 100_000)
+        stalled.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+            + "Counterpart-Fault: stall=1000\r\nContent-Length: \(body.count)\r\n\r\n")
+        stalled.send(body)
+        Thread.sleep(forTimeInterval: 0.3)
+        stalled.close()
+        let served = waitUntil(seconds: 6) {
+            guard let connection = try? RawHTTPConnection(port: port) else { return false }
+            connection.send("GET /__counterpart/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return connection.readResponse().flatMap { statusCode(of: $0.head) } == 200
+        }
+        #expect(served, "the stalled connection is still held")
+        #expect(server.uploadedNames().isEmpty || server.uploadedNames().allSatisfy { $0.hasPrefix(".") && !$0.hasSuffix(".part") })
+    }
+}
+
 /// The same, for requests that crashed the server: these run the `counterpart` command as a
 /// process of its own, so that a crash fails the test instead of ending the test run.
 @Suite("HTTP fuzzer regressions: crashes")
