@@ -20,6 +20,12 @@ struct HTTPFuzzRegressionTests {
 
     private func text(_ body: [UInt8]) -> String { String(decoding: body, as: UTF8.self) }
 
+    /// A tus `PATCH` of `body` at `offset`, on a new connection.
+    private func tusPatch(_ path: String, offset: Int, _ body: String) throws -> (head: String, body: [UInt8]) {
+        try exchange("PATCH \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nTus-Resumable: 1.0.0\r\nUpload-Offset: \(offset)\r\n"
+            + "Content-Type: application/offset+octet-stream\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)")
+    }
+
     /// A tus upload of one byte, sent whole: its path (`/files/<id>`).
     private func completedTusUpload(named name: String) throws -> String {
         let create = try exchange("""
@@ -35,17 +41,7 @@ struct HTTPFuzzRegressionTests {
         #expect(statusCode(of: create.head) == 201, "\(create.head)")
         let location = try #require(headerValue("Location", in: create.head))
         let path = String(location[try #require(location.range(of: "/files/")).lowerBound...])
-        let first = try exchange("""
-            PATCH \(path) HTTP/1.1\r
-            Host: 127.0.0.1\r
-            Tus-Resumable: 1.0.0\r
-            Upload-Offset: 0\r
-            Content-Type: application/offset+octet-stream\r
-            Content-Length: 1\r
-            Connection: close\r
-            \r
-            x
-            """)
+        let first = try tusPatch(path, offset: 0, "x")
         #expect(statusCode(of: first.head) == 204, "\(first.head)")
         #expect(headerValue("Upload-Offset", in: first.head) == "1")
         return path
@@ -61,32 +57,11 @@ struct HTTPFuzzRegressionTests {
         let path = try completedTusUpload(named: "fuzz-complete.txt")
         #expect(server.eventually { server.uploadedNames().contains("fuzz-complete.txt") })
 
-        let empty = try exchange("""
-            PATCH \(path) HTTP/1.1\r
-            Host: 127.0.0.1\r
-            User-Agent: curl/7.88.1\r
-            Connection: keep-alive\r
-            Tus-Resumable: 1.0.0\r
-            Upload-Offset: 1\r
-            Content-Type: application/offset+octet-stream\r
-            Content-Length: 0\r
-            \r
-
-            """)
+        let empty = try tusPatch(path, offset: 1, "")
         #expect(statusCode(of: empty.head) == 204, "\(empty.head)\(text(empty.body))")
         #expect(headerValue("Upload-Offset", in: empty.head) == "1")
 
-        let more = try exchange("""
-            PATCH \(path) HTTP/1.1\r
-            Host: 127.0.0.1\r
-            Tus-Resumable: 1.0.0\r
-            Upload-Offset: 1\r
-            Content-Type: application/offset+octet-stream\r
-            Content-Length: 1\r
-            Connection: close\r
-            \r
-            y
-            """)
+        let more = try tusPatch(path, offset: 1, "y")
         #expect(statusCode(of: more.head) == 413, "\(more.head)\(text(more.body))")
         #expect(headerValue("Upload-Offset", in: more.head) == "1")
 
