@@ -48,6 +48,14 @@ public enum MessageFraming: Equatable, Sendable {
             guard codings.last == "chunked", codings.filter({ $0 == "chunked" }).count == 1 else {
                 throw Refusal(status: 400, description: "Transfer-Encoding \"\(codings.joined(separator: ", "))\" does not end with chunked (once): the body's length cannot be known")
             }
+            // A coding is a token, with optional parameters (RFC 9110 §10.1.4): anything else is
+            // not a coding another server could have read differently; refuse it as malformed.
+            if let bad = codings.first(where: { coding in
+                let name = coding.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0]
+                return name.isEmpty || !name.utf8.allSatisfy(ASCII.isTokenChar)
+            }) {
+                throw Refusal(status: 400, description: "Transfer-Encoding member \"\(bad)\" is not a transfer coding")
+            }
             if codings.count > 1 {
                 throw Refusal(status: 501, description: "the transfer coding \(codings.dropLast().joined(separator: ", ")) is not supported; send the body chunked only")
             }

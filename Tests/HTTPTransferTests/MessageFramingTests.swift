@@ -54,9 +54,14 @@ struct MessageFramingTests {
         (["Transfer-Encoding: identity"], 400),
         (["Transfer-Encoding: xchunked"], 400),
         (["Transfer-Encoding: "], 400),
+        // A member that is not a coding at all.
+        (["Transfer-Encoding: \u{0B}chunked, chunked"], 400),
+        (["Transfer-Encoding: , chunked"], 400),
+        (["Transfer-Encoding: g(zip), chunked"], 400),
         // A coding this library does not decode, before chunked.
         (["Transfer-Encoding: gzip, chunked"], 501),
         (["Transfer-Encoding: gzip", "Transfer-Encoding: chunked"], 501),
+        (["Transfer-Encoding: gzip;level=9, chunked"], 501),
     ])
     func refusesAmbiguousOrUnsupportedHeads(_ lines: [String], _ status: Int) {
         #expect(throws: MessageFraming.Refusal.self) { try framing(lines) }
