@@ -46,6 +46,9 @@ public struct Configuration: Sendable {
     public var faults: FaultSpec
     /// Requests the journal keeps (the oldest go first); 0 keeps none.
     public var journalCapacity: Int
+    /// Bytes of text (targets, headers, part names) the journal keeps at most: a few hostile
+    /// requests with 60 KB heads or 1,000 named parts must not make it hold gigabytes.
+    public var journalMaxBytes: Int
     /// The origin browser apps may use the server from (`*` for any); nil: no CORS headers.
     public var corsOrigin: String?
     /// Whether clients on other machines may use the control endpoints that change state.
@@ -79,6 +82,7 @@ public struct Configuration: Sendable {
         accessLog: Bool = false,
         faults: FaultSpec = FaultSpec(),
         journalCapacity: Int = defaultJournalCapacity,
+        journalMaxBytes: Int = 16 << 20,
         corsOrigin: String? = nil,
         allowsRemoteControl: Bool = false,
         tls: TLSCredentials? = nil,
@@ -102,6 +106,7 @@ public struct Configuration: Sendable {
         self.accessLog = accessLog
         self.faults = faults
         self.journalCapacity = journalCapacity
+        self.journalMaxBytes = journalMaxBytes
         self.corsOrigin = corsOrigin
         self.allowsRemoteControl = allowsRemoteControl
         self.tls = tls

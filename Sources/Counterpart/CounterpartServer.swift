@@ -49,7 +49,7 @@ public final class CounterpartServer: Sendable {
         store.removeStaleTemporaryFiles()
         resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits, freeSpace: store.freeSpace)
         resumable.removeExpired()
-        journal = RequestJournal(capacity: configuration.journalCapacity)
+        journal = RequestJournal(capacity: configuration.journalCapacity, maxBytes: configuration.journalMaxBytes)
         let origin = ServerOrigin()
         let uploadEndpoint = UploadEndpoint(store: store, limits: UploadLimits(
             maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,

@@ -53,11 +53,14 @@ public final class RequestJournal: Sendable {
     }
 
     public let capacity: Int
-    private let state: Mutex<(entries: [Entry], next: Int)>
+    /// The most bytes of text the entries may hold together (see `Entry.textBytes`).
+    public let maxBytes: Int
+    private let state: Mutex<(entries: [Entry], next: Int, bytes: Int)>
 
-    init(capacity: Int) {
+    init(capacity: Int, maxBytes: Int = 16 << 20) {
         self.capacity = capacity
-        state = Mutex(([], 1))
+        self.maxBytes = maxBytes
+        state = Mutex(([], 1, 0))
     }
 
     /// The requests kept, oldest first; only those to `path` (decoded, exact) and with
@@ -81,7 +84,10 @@ public final class RequestJournal: Sendable {
     }
 
     public func clear() {
-        state.withLock { $0.entries.removeAll() }
+        state.withLock { state in
+            state.entries.removeAll()
+            state.bytes = 0
+        }
     }
 
     func record(_ request: CompletedRequest) {
@@ -90,17 +96,37 @@ public final class RequestJournal: Sendable {
         let path: String
         if case .segments(let segments) = RequestPath(head.path) { path = "/" + segments.joined(separator: "/") } else { path = head.path }
         state.withLock { state in
-            state.entries.append(Entry(
+            let entry = Entry(
                 sequence: state.next, method: head.method, target: head.target, path: path,
                 headers: head.headers.map { Header(name: $0.name, value: $0.value) },
                 requestBodyBytes: request.requestBodyBytes,
                 parts: request.parts.map { Part(name: $0.name, filename: $0.filename, contentType: $0.contentType, size: $0.size, sha256: $0.sha256) },
                 status: request.status, responseBodyBytes: request.bodyBytes, bytesSent: request.bytesSent,
                 clientHungUp: !request.completed, receivedAt: request.receivedAt, durationSeconds: request.seconds,
-                clientAddress: head.clientAddress))
+                clientAddress: head.clientAddress)
+            state.entries.append(entry)
+            state.bytes += entry.textBytes
             state.next += 1
-            if state.entries.count > capacity { state.entries.removeFirst(state.entries.count - capacity) }
+            // The oldest go, past the count or the bytes (the newest always stays).
+            var dropped = 0
+            while state.entries.count - dropped > 1,
+                  state.entries.count - dropped > capacity || state.bytes > maxBytes {
+                state.bytes -= state.entries[dropped].textBytes
+                dropped += 1
+            }
+            state.entries.removeFirst(dropped)
         }
+    }
+}
+
+extension RequestJournal.Entry {
+    /// The entry's text in bytes, with a little for each string's own overhead: what it
+    /// costs to keep, near enough.
+    var textBytes: Int {
+        let overhead = 16
+        return target.utf8.count + path.utf8.count + method.utf8.count + clientAddress.utf8.count + 4 * overhead
+            + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 * overhead }
+            + parts.reduce(0) { $0 + $1.name.utf8.count + ($1.filename?.utf8.count ?? 0) + $1.contentType.utf8.count + ($1.sha256?.utf8.count ?? 0) + 4 * overhead }
     }
 }
 

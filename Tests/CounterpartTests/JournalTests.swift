@@ -22,6 +22,23 @@ struct JournalTests {
         #expect(!entry.clientHungUp)
     }
 
+    /// Entries are bounded in bytes as well as in number: requests with 30 KB heads (a
+    /// hostile client's) push the oldest out long before 1,000 of them are kept.
+    @Test func itKeepsABoundedNumberOfBytes() throws {
+        let small = try TestServer { $0.journalMaxBytes = 200_000 }
+        let padding = String(repeating: "p", count: 30_000)
+        for index in 0..<20 {
+            let connection = try RawHTTPConnection(port: small.server.port)
+            connection.send("GET /missing?n=\(index) HTTP/1.1\r\nHost: x\r\nX-Padding: \(padding)\r\nConnection: close\r\n\r\n")
+            #expect(connection.readResponse().flatMap { statusCode(of: $0.head) } == 404)
+        }
+        #expect(waitUntil { small.server.journal.requests().last?.target == "/missing?n=19" })
+        let kept = small.server.journal.requests()
+        #expect(kept.count >= 5 && kept.count <= 7, "\(kept.count) kept")
+        #expect(kept.reduce(0) { $0 + $1.textBytes } <= 200_000)
+        #expect(kept.map(\.target) == (20 - kept.count..<20).map { "/missing?n=\($0)" })
+    }
+
     @Test func itRecordsTheParts() throws {
         let path = try temporaryFile("photo.png", testBytes(count: 5000))
         _ = try curl(["-F", "user=dashen9", "-F", "file=@\(path)", server.url("/upload")])
