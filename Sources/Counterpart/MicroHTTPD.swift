@@ -188,8 +188,14 @@ private final class Pauses: Sendable {
         let key = connectionKey(connection)
         let suspended = state.withLock { state -> Bool in
             guard !state.stopping else { return false }
-            MHD_suspend_connection(connection)
-            state.suspended[key] = ConnectionPointer(pointer: connection)
+            // In the table: suspended and not yet asked to resume. libmicrohttpd may still
+            // call back before the suspension takes hold (the next chunk of a chunked body);
+            // suspending twice is undefined there (its suspended list breaks, connections
+            // are lost and the stop aborts), so the second hold only adds its wait.
+            if state.suspended[key] == nil {
+                MHD_suspend_connection(connection)
+                state.suspended[key] = ConnectionPointer(pointer: connection)
+            }
             return true
         }
         guard suspended else { return .refused }

@@ -123,12 +123,14 @@ struct HTTPFuzzCrashRegressionTests {
 
         var isRunning: Bool { run.process.isRunning }
 
-        /// What the server said on stderr before it ended (its crash report, if it crashed).
-        func stop() -> String {
+        /// Stops it (SIGTERM): how it exited and what it said on stderr (its crash report, if
+        /// it crashed).
+        @discardableResult
+        func stop() -> (status: Int32, stderr: String) {
             if run.process.isRunning { run.process.terminate() }
             let result = run.waitForExit()
             try? FileManager.default.removeItem(at: folder)
-            return result.stderr
+            return (result.status, result.stderr)
         }
     }
 
@@ -139,7 +141,7 @@ struct HTTPFuzzCrashRegressionTests {
     private func overflowingAppend(version: Int, announceLength: Bool, sayComplete: Bool) throws
         -> (answer: (head: String, body: [UInt8])?, offsetAfter: String?) {
         let server = try Server()
-        defer { _ = server.stop() }
+        defer { server.stop() }
         let client = DraftClient(version: version, port: server.port)
         let (body, _) = resumableBody("overflow-\(version).bin", size: 1_000)
         let path = try client.createIncomplete(body, sent: 100, announceLength: announceLength)
@@ -151,7 +153,7 @@ struct HTTPFuzzCrashRegressionTests {
             + "\(completeness)Upload-Offset: 100\r\n\(type)Content-Length: 18446744073709551615\r\nConnection: close\r\n\r\n")
         let answer = append.readResponse()
         Thread.sleep(forTimeInterval: 0.2)
-        try #require(server.isRunning, "the server died: \(server.stop().split(separator: "\n").prefix(12).joined(separator: "\n"))")
+        try #require(server.isRunning, "the server died: \(server.stop().stderr.split(separator: "\n").prefix(12).joined(separator: "\n"))")
         return (answer, try client.offset(of: path))
     }
 
@@ -175,5 +177,50 @@ struct HTTPFuzzCrashRegressionTests {
         let (answer, offset) = try overflowingAppend(version: version, announceLength: true, sayComplete: false)
         #expect(answer.map { statusCode(of: $0.head) } == 413, "\(answer?.head ?? "no answer")")
         #expect(offset == "100")
+    }
+
+    /// http-fuzz seed 12, 30 min: after 25 minutes plain requests began to hang (81 sockets
+    /// in CLOSE-WAIT, never read) and the stop aborted: "MHD_stop_daemon() called while we
+    /// have suspended connections". libmicrohttpd calls the handler again for the next
+    /// chunk of a chunked body after the handler suspended the connection (a `stall` or
+    /// `rate` fault); suspending it a second time broke libmicrohttpd's list of suspended
+    /// connections. Here: chunked uploads of small chunks under those faults, the stalled
+    /// ones' clients leaving; the server must keep answering and stop cleanly.
+    @Test func chunkedUploadsHeldByFaultsAreSuspendedOnce() throws {
+        let server = try Server()
+        let body = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"chunks.bin\"\r\n\r\n".utf8)
+            + [UInt8](repeating: UInt8(ascii: "x"), count: 20_000) + Array("\r\n--b--\r\n".utf8)
+        var chunked: [UInt8] = []
+        for start in stride(from: 0, to: body.count, by: 100) {
+            let piece = body[start..<min(start + 100, body.count)]
+            chunked += Array("\(String(piece.count, radix: 16))\r\n".utf8) + piece + Array("\r\n".utf8)
+        }
+        chunked += Array("0\r\n\r\n".utf8)
+        let (port, request) = (server.port, chunked)
+        let faults = ["stall=5000", "rate=50000", "stall=300", "rate=100000", "stall=12000", "rate=20000"]
+        let calls = faults.map { fault in
+            BackgroundCall { () throws -> Int? in
+                let connection = try RawHTTPConnection(port: port)
+                connection.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                    + "Transfer-Encoding: chunked\r\nCounterpart-Fault: \(fault)\r\nConnection: close\r\n\r\n")
+                connection.send(request)
+                if fault.hasPrefix("stall") {
+                    Thread.sleep(forTimeInterval: 0.5)
+                    connection.close()  // a stalled upload is never answered: its client gives up
+                    return nil
+                }
+                return connection.readResponse().flatMap { statusCode(of: $0.head) }
+            }
+        }
+        for (fault, call) in zip(faults, calls) where fault.hasPrefix("rate") {
+            #expect(try call.wait() == 200, "\(fault)")
+        }
+        let plain = try RawHTTPConnection(port: server.port)
+        plain.send("GET /__counterpart/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        #expect(plain.readResponse().flatMap { statusCode(of: $0.head) } == 200)
+        Thread.sleep(forTimeInterval: 1.5)  // the stalled connections are noticed and cut
+        let (status, stderr) = server.stop()
+        #expect(status == 0, "\(stderr.split(separator: "\n").suffix(5).joined(separator: "\n"))")
+        #expect(!stderr.contains("Fatal error"), "\(stderr)")
     }
 }
