@@ -166,10 +166,7 @@ struct TusEndpoint: Sendable {
         guard let offsetText = head.header("Upload-Offset"), let offset = decimalNumber(offsetText) else {
             return .respond(answer(400, error: "PATCH needs Upload-Offset: the offset the bytes start at"))
         }
-        guard offset == upload.offset else {
-            return .respond(answer(409, error: "Upload-Offset is \(offset) but the upload is at \(upload.offset)",
-                                   headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]))
-        }
+        guard offset == upload.offset else { return .respond(offsetMismatch(offset, upload)) }
         if let text = head.header("Upload-Length") {
             guard upload.length == nil || upload.length.map(String.init) == text else {
                 return .respond(answer(400, error: "the upload's length is already \(upload.length ?? 0)"))
@@ -204,9 +201,7 @@ struct TusEndpoint: Sendable {
         switch store.beginAppending(to: upload) {
         case .taken: break
         case .busy: return .respond(answer(423, error: "another request is writing to this upload"))
-        case .changed(let current?):
-            return .respond(answer(409, error: "the upload moved on to offset \(current.offset) while this request waited",
-                                   headers: [HTTPField(name: "Upload-Offset", value: String(current.offset))]))
+        case .changed(let current?): return .respond(offsetMismatch(upload.offset, current))
         case .changed(nil): return .respond(failureAnswer(.notFound))
         }
         let end = upload.length ?? maxSize
@@ -247,6 +242,12 @@ struct TusEndpoint: Sendable {
         case .failed(let failure):
             return (failureAnswer(failure), [])
         }
+    }
+
+    /// 409: the request's `Upload-Offset` is not where `upload` is (now).
+    private func offsetMismatch(_ offset: UInt64, _ upload: ResumableStore.Upload) -> Response {
+        answer(409, error: "Upload-Offset is \(offset) but the upload is at \(upload.offset)",
+               headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))])
     }
 
     private func terminate(_ id: String) -> Response {

@@ -49,7 +49,7 @@ public enum MessageFraming: Equatable, Sendable {
                 throw Refusal(status: 400, description: "Transfer-Encoding \"\(codings.joined(separator: ", "))\" does not end with chunked (once): the body's length cannot be known")
             }
             // A coding is a token, with optional parameters (RFC 9110 §10.1.4): anything else is
-            // not a coding another server could have read differently; refuse it as malformed.
+            // malformed (400), not a coding this library lacks (501).
             if let bad = codings.first(where: { coding in
                 let name = coding.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0]
                 return name.isEmpty || !name.utf8.allSatisfy(ASCII.isTokenChar)
