@@ -10,10 +10,8 @@ import Testing
 // `counterpart --root fixtures/files`. These tests hold the manifest to the files on disk
 // and to what the server sends for each of them.
 
-/// The repository's `fixtures` folder: this file is `Tests/CounterpartTests/<name>.swift`.
-let catalogueFixtures = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    .appendingPathComponent("fixtures")
+/// The repository's `fixtures` folder.
+let catalogueFixtures = repositoryRoot.appendingPathComponent("fixtures")
 let catalogueFolder = catalogueFixtures.appendingPathComponent("files")
 
 /// One line of fixtures/manifest.json.

@@ -2,17 +2,6 @@ import Counterpart
 import Foundation
 import Testing
 
-/// A built executable of this package, next to the test bundle.
-func packageExecutable(_ name: String) throws -> URL {
-    let candidates = [
-        URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0]).deletingLastPathComponent(),
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(".build/debug"),
-    ].map { $0.appendingPathComponent(name) }
-    return try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
-                        "build the \(name) product first (swift build)")
-}
-
 @Suite("HTTPS")
 struct TLSTests {
     let server: TestServer
@@ -56,7 +45,7 @@ struct TLSTests {
     @Test func urlSessionDownloadsAndResumesOverHTTPS() throws {
         let bundle = try temporaryFile("bundle.pem", try Data(contentsOf: URL(fileURLWithPath: "/etc/ssl/certs/ca-certificates.crt"))
             + Data(server.server.configuration.tls!.certificatePEM.utf8))
-        let examples = try packageExecutable("counterpart-examples").path
+        let examples = try builtProduct("counterpart-examples").path
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }

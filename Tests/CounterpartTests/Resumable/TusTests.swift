@@ -5,8 +5,7 @@ import Testing
 
 /// The Python of the build's own virtual environment (scripts/setup puts tuspy in it).
 func python(_ script: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-    let interpreter = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent(".build/python/bin/python3").path
+    let interpreter = buildPython
     try #require(FileManager.default.isExecutableFile(atPath: interpreter), "run scripts/setup (make test does) to install tuspy")
     return try runCommand(interpreter, ["-c", script] + arguments)
 }
@@ -258,8 +257,7 @@ struct TusTests {
     @Test func tuspyResumesAfterItsProcessIsKilled() throws {
         let data = testBytes(count: 3_000_000, seed: 23)
         let path = try temporaryFile("killed.bin", data)
-        let interpreter = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(".build/python/bin/python3").path
+        let interpreter = buildPython
         // A slow client (the server reads 1 MB/s), killed with SIGKILL partway.
         let client = Process()
         client.executableURL = URL(fileURLWithPath: interpreter)

@@ -2,10 +2,6 @@ import Counterpart
 import Foundation
 import Testing
 
-/// The repository's root folder.
-private let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
-
 /// The upload page (public/) in headless Chromium, driven through the DevTools protocol by
 /// Tests/Browser/drive.py: files picked and dropped, progress, cancel, an error, the
 /// results table, a phone-sized screen, a listing and a download. Screenshots go to
@@ -16,7 +12,7 @@ struct BrowserTests {
     static let nonASCIIName = "résumé Ωμέγα.txt"
 
     @Test func uploadsFromThePageAreStoredShownAndDownloadable() throws {
-        let python = repository.appendingPathComponent(".build/python/bin/python3").path
+        let python = buildPython
         try #require(FileManager.default.isExecutableFile(atPath: python),
                      "no .build/python: run scripts/setup chromium (make test does) to install the browser test's tools")
         let imports = try runCommand(python, ["-c", "import websocket"])
@@ -25,8 +21,8 @@ struct BrowserTests {
         try #require(chromium != nil, "chromium is not installed: run scripts/setup chromium (make test does)")
 
         let server = try TestServer(configure: { $0.maxUploadBytes = Self.limit }) { root in
-            for name in try FileManager.default.contentsOfDirectory(atPath: repository.appendingPathComponent("public").path) {
-                try FileManager.default.copyItem(at: repository.appendingPathComponent("public/\(name)"),
+            for name in try FileManager.default.contentsOfDirectory(atPath: repositoryRoot.appendingPathComponent("public").path) {
+                try FileManager.default.copyItem(at: repositoryRoot.appendingPathComponent("public/\(name)"),
                                                  to: root.appendingPathComponent(name))
             }
         }
@@ -47,9 +43,9 @@ struct BrowserTests {
             try data.write(to: files.appendingPathComponent(name))
         }
 
-        let artifacts = repository.appendingPathComponent(".build/test-artifacts/browser")
+        let artifacts = repositoryRoot.appendingPathComponent(".build/test-artifacts/browser")
         let started = ContinuousClock.now
-        let run = try runCommand(python, [repository.appendingPathComponent("Tests/Browser/drive.py").path, server.url(""),
+        let run = try runCommand(python, [repositoryRoot.appendingPathComponent("Tests/Browser/drive.py").path, server.url(""),
                                           "--files", files.path, "--artifacts", artifacts.path,
                                           "--downloads", scratch.appendingPathComponent("downloads").path])
         try #require(run.status == 0, "the browser driver failed (screenshots in \(artifacts.path)):\n\(run.output)")

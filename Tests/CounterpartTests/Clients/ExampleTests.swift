@@ -395,13 +395,7 @@ final class Locked<Value: Sendable>: @unchecked Sendable {
 /// Runs the built `counterpart-examples` in `folder` and waits for it without blocking a
 /// thread of the tests' pool.
 func runExamples(_ arguments: [String], in folder: URL) async throws -> (status: Int32, stdout: String, stderr: String) {
-    let candidates = [
-        URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0]).deletingLastPathComponent(),
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(".build/debug"),
-    ].map { $0.appendingPathComponent("counterpart-examples") }
-    let executable = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
-                                  "build the counterpart-examples product first (swift build)")
+    let executable = try builtProduct("counterpart-examples")
     let id = UUID().uuidString
     let out = FileManager.default.temporaryDirectory.appendingPathComponent("examples-\(id).out")
     let err = FileManager.default.temporaryDirectory.appendingPathComponent("examples-\(id).err")

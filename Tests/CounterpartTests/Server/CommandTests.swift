@@ -3,13 +3,7 @@ import Testing
 
 /// The built `counterpart` executable, next to the test bundle.
 func counterpartExecutable() throws -> URL {
-    let candidates = [
-        URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0]).deletingLastPathComponent(),
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent(".build/debug"),
-    ].map { $0.appendingPathComponent("counterpart") }
-    return try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
-                        "build the counterpart product first (swift build)")
+    try builtProduct("counterpart")
 }
 
 /// A `counterpart` process with its pipes.
