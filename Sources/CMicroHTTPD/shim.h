@@ -43,4 +43,11 @@ static inline void *cp_connection_tls_session(struct MHD_Connection *connection)
     return info == NULL ? NULL : info->tls_session;
 }
 
+/// What the connection-notify callback stored for the connection (its socket context), or NULL.
+static inline void *cp_connection_context(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
+}
+
 #endif

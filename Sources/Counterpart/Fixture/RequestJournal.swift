@@ -53,20 +53,21 @@ public final class RequestJournal: Sendable {
     }
 
     public let capacity: Int
-    /// The most bytes of text the entries may hold together (see `Entry.textBytes`).
+    /// The most bytes of text the entries may hold together (see `textBytes`).
     public let maxBytes: Int
-    private let state: Mutex<(entries: [Entry], next: Int, bytes: Int)>
+    private let ring: Mutex<Ring>
 
     init(capacity: Int, maxBytes: Int = 16 << 20) {
         self.capacity = capacity
         self.maxBytes = maxBytes
-        state = Mutex(([], 1, 0))
+        ring = Mutex(Ring(capacity: max(capacity, 0)))
     }
 
     /// The requests kept, oldest first; only those to `path` (decoded, exact) and with
     /// `method` when given.
     public func requests(path: String? = nil, method: String? = nil) -> [Entry] {
-        state.withLock { $0.entries }.filter { entry in
+        // Entries are made here, when a test reads them, not on the request path.
+        ring.withLock { $0.oldestFirst() }.lazy.map(Entry.init).filter { entry in
             (path.map { entry.path == $0 } ?? true) && (method.map { entry.method == $0 } ?? true)
         }
     }
@@ -84,53 +85,118 @@ public final class RequestJournal: Sendable {
     }
 
     public func clear() {
-        state.withLock { state in
-            state.entries.removeAll()
-            state.bytes = 0
-        }
+        let dropped = ring.withLock { $0.removeAll() }
+        _ = dropped  // released here, outside the lock
     }
 
+    /// Keeps `request`: O(1), and the lock is held only to move references in and out of
+    /// the ring (the oldest entries it pushes out are released after the lock is let go).
     func record(_ request: CompletedRequest) {
         guard capacity > 0 else { return }
+        let bytes = Self.textBytes(of: request)
+        let dropped = ring.withLock { $0.append(request, bytes: bytes, maxBytes: maxBytes) }
+        _ = dropped
+    }
+
+    /// The text a kept request holds, in bytes, with a little for each string's own
+    /// overhead: what it costs to keep, near enough.
+    static func textBytes(of request: CompletedRequest) -> Int {
+        let overhead = 16
         let head = request.head
-        let path: String
-        if case .segments(let segments) = RequestPath(head.path) { path = "/" + segments.joined(separator: "/") } else { path = head.path }
-        state.withLock { state in
-            let entry = Entry(
-                sequence: state.next, method: head.method, target: head.target, path: path,
-                headers: head.headers.map { Header(name: $0.name, value: $0.value) },
-                requestBodyBytes: request.requestBodyBytes,
-                parts: request.parts.map { Part(name: $0.name, filename: $0.filename, contentType: $0.contentType, size: $0.size, sha256: $0.sha256) },
-                status: request.status, responseBodyBytes: request.bodyBytes, bytesSent: request.bytesSent,
-                clientHungUp: !request.completed, receivedAt: request.receivedAt, durationSeconds: request.seconds,
-                clientAddress: head.clientAddress)
-            state.entries.append(entry)
-            state.bytes += entry.textBytes
-            state.next += 1
-            // The oldest go, past the count or the bytes (the newest always stays).
-            var dropped = 0
-            while state.entries.count - dropped > 1,
-                  state.entries.count - dropped > capacity || state.bytes > maxBytes {
-                state.bytes -= state.entries[dropped].textBytes
-                dropped += 1
+        // Never less than the entry's own `textBytes`: the raw path stands for both the
+        // target and the decoded path, which is never longer.
+        var bytes = 2 * head.path.utf8.count + 1 + head.method.utf8.count + head.clientAddress.utf8.count + 4 * overhead
+        // A query byte is at most three in the target (`%XX`).
+        for (name, value) in head.query { bytes += 3 * (name.utf8.count + (value?.utf8.count ?? 0)) + 1 }
+        for field in head.headers { bytes += field.name.utf8.count + field.value.utf8.count + 2 * overhead }
+        for part in request.parts {
+            bytes += part.name.utf8.count + (part.filename?.utf8.count ?? 0) + part.contentType.utf8.count
+                + (part.sha256?.utf8.count ?? 0) + 4 * overhead
+        }
+        return bytes
+    }
+
+    /// A kept request and its place in the server's sequence.
+    fileprivate struct Kept: Sendable {
+        let sequence: Int
+        let request: CompletedRequest
+        let bytes: Int
+    }
+
+    /// A fixed ring of the last `capacity` requests: appending and dropping the oldest are O(1),
+    /// nothing is shifted or copied as it grows.
+    fileprivate struct Ring: Sendable {
+        private var slots: [Kept?]
+        private var oldest = 0
+        private var count = 0
+        private var bytes = 0
+        private var nextSequence = 1
+
+        init(capacity: Int) { slots = Array(repeating: nil, count: capacity) }
+
+        /// Adds `request`, dropping the oldest past the count or the bytes (the newest always
+        /// stays); returns what was dropped, for the caller to release outside the lock.
+        mutating func append(_ request: CompletedRequest, bytes added: Int, maxBytes: Int) -> [Kept] {
+            var dropped: [Kept] = []
+            while count > 0, count == slots.count || bytes + added > maxBytes {
+                dropped.append(removeOldest())
             }
-            state.entries.removeFirst(dropped)
+            slots[(oldest + count) % slots.count] = Kept(sequence: nextSequence, request: request, bytes: added)
+            count += 1
+            bytes += added
+            nextSequence += 1
+            return dropped
+        }
+
+        private mutating func removeOldest() -> Kept {
+            let kept = slots[oldest]!
+            slots[oldest] = nil
+            oldest = (oldest + 1) % slots.count
+            count -= 1
+            bytes -= kept.bytes
+            return kept
+        }
+
+        mutating func removeAll() -> [Kept] {
+            var dropped: [Kept] = []
+            dropped.reserveCapacity(count)
+            while count > 0 { dropped.append(removeOldest()) }
+            return dropped
+        }
+
+        func oldestFirst() -> [Kept] {
+            (0..<count).map { slots[(oldest + $0) % slots.count]! }
         }
     }
 }
 
 extension RequestJournal.Entry {
-    /// The entry's text in bytes, with a little for each string's own overhead: what it
-    /// costs to keep, near enough.
+    fileprivate init(_ kept: RequestJournal.Kept) {
+        let request = kept.request
+        let head = request.head
+        let path: String
+        if case .segments(let segments) = RequestPath(head.path) { path = "/" + segments.joined(separator: "/") } else { path = head.path }
+        self.init(
+            sequence: kept.sequence, method: head.method, target: head.target, path: path,
+            headers: head.headers.map { RequestJournal.Header(name: $0.name, value: $0.value) },
+            requestBodyBytes: request.requestBodyBytes,
+            parts: request.parts.map { RequestJournal.Part(name: $0.name, filename: $0.filename, contentType: $0.contentType, size: $0.size, sha256: $0.sha256) },
+            status: request.status, responseBodyBytes: request.bodyBytes, bytesSent: request.bytesSent,
+            clientHungUp: !request.completed, receivedAt: request.receivedAt, durationSeconds: request.seconds,
+            clientAddress: head.clientAddress)
+    }
+}
+
+extension RequestJournal.Entry {
+    /// The entry's text in bytes, as `RequestJournal.textBytes(of:)` counts it (that one is
+    /// never less).
     var textBytes: Int {
         let overhead = 16
         return target.utf8.count + path.utf8.count + method.utf8.count + clientAddress.utf8.count + 4 * overhead
             + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 * overhead }
             + parts.reduce(0) { $0 + $1.name.utf8.count + ($1.filename?.utf8.count ?? 0) + $1.contentType.utf8.count + ($1.sha256?.utf8.count ?? 0) + 4 * overhead }
     }
-}
 
-extension RequestJournal.Entry {
     var json: JSON {
         .object([
             ("sequence", .number(Int64(sequence))),

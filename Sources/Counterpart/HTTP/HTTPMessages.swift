@@ -93,7 +93,18 @@ enum RequestPath {
 
     init(_ rawPath: String) {
         var segments: [String] = []
+        let escaped = rawPath.utf8.contains(0x25)
         for raw in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
+            guard escaped else {
+                // Nothing to decode (most paths): the segment is as sent, valid UTF-8 already,
+                // and cannot hold `/` or NUL; only `.` and `..` are refused.
+                guard raw != ".", raw != ".." else {
+                    self = .refused
+                    return
+                }
+                segments.append(String(raw))
+                continue
+            }
             guard let bytes = PercentEncoding.decodeBytes(String(raw)) else {
                 self = .malformed
                 return

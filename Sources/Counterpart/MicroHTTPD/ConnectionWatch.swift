@@ -9,7 +9,10 @@ import Synchronization
 /// file for ever instead of ending the response).
 ///
 /// A connection waits for a head from when it opens and again from when each response
-/// ends (keep-alive); once its head is complete, only the idle timeout applies.
+/// ends (keep-alive); once its head is complete, only the idle timeout applies. The table
+/// is locked only when a connection opens or closes and by the sweep: what changes per
+/// request lives in the connection's own `WatchedConnection`, which the adapter keeps with
+/// the connection.
 final class ConnectionWatch: Sendable {
     /// Connections one client address may hold before its requests are refused with 503;
     /// 0: no limit.
@@ -17,26 +20,9 @@ final class ConnectionWatch: Sendable {
     /// Seconds a connection has to send a complete request head; 0: no limit.
     let headTimeout: Int
 
-    private struct Connection {
-        var socket: Int32
-        var client: String
-        var overLimit: Bool
-        /// When (in milliseconds) the connection began waiting for its next head; nil while
-        /// a request is in progress.
-        var waitingSince: Int?
-    }
-
-    /// A file response in progress: its own descriptor of the file, and the size the
-    /// file must keep for the response to be sent whole.
-    private struct FileBeingSent {
-        var descriptor: Int32
-        var end: UInt64
-    }
-
     private struct State {
-        var connections: [UInt: Connection] = [:]
+        var connections: [ObjectIdentifier: WatchedConnection] = [:]
         var perClient: [String: Int] = [:]
-        var files: [UInt: FileBeingSent] = [:]
     }
 
     private let state = Mutex(State())
@@ -53,60 +39,48 @@ final class ConnectionWatch: Sendable {
         sweeper.withLock { $0?.cancel() }
     }
 
-    /// A connection was accepted.
-    func opened(_ key: UInt, socket: Int32, client: String) {
+    /// A connection was accepted: its record, for the adapter to keep with the connection.
+    func opened(socket: Int32, client: String) -> WatchedConnection {
         state.withLock { state in
             let count = state.perClient[client, default: 0] + 1
             state.perClient[client] = count
-            state.connections[key] = Connection(socket: socket, client: client,
-                                                overLimit: maxPerClient > 0 && count > maxPerClient,
-                                                waitingSince: Self.now())
+            let connection = WatchedConnection(socket: socket, client: client, overLimit: maxPerClient > 0 && count > maxPerClient)
+            state.connections[ObjectIdentifier(connection)] = connection
+            return connection
         }
     }
 
     /// A request head arrived on the connection. Returns how many connections its client
     /// holds when that is over the limit (the request is then refused), nil otherwise.
-    func headArrived(_ key: UInt) -> Int? {
-        state.withLock { state in
-            guard var connection = state.connections[key] else { return nil }
-            connection.waitingSince = nil
-            state.connections[key] = connection
-            return connection.overLimit ? state.perClient[connection.client] : nil
-        }
+    func headArrived(_ connection: WatchedConnection) -> Int? {
+        connection.waitingSince.store(WatchedConnection.notWaiting, ordering: .relaxed)
+        guard connection.overLimit else { return nil }
+        return state.withLock { $0.perClient[connection.client] }
     }
 
     /// The connection is sending `descriptor`'s file, which must stay `end` bytes long.
-    func sending(_ key: UInt, file descriptor: Int32, upTo end: UInt64) {
+    func sending(_ connection: WatchedConnection, file descriptor: Int32, upTo end: UInt64) {
         let copy = dup(descriptor)
         guard copy >= 0 else { return }
-        let replaced = state.withLock { state in state.files.updateValue(FileBeingSent(descriptor: copy, end: end), forKey: key) }
-        if let replaced { close(replaced.descriptor) }
+        connection.replaceFile(with: WatchedConnection.FileBeingSent(descriptor: copy, end: end))
     }
 
     /// The connection's request is complete: it now waits for the next head.
-    func requestEnded(_ key: UInt) {
-        let file = state.withLock { state in
-            state.connections[key]?.waitingSince = Self.now()
-            return state.files.removeValue(forKey: key)
-        }
-        if let file { close(file.descriptor) }
+    func requestEnded(_ connection: WatchedConnection) {
+        connection.waitingSince.store(Self.now(), ordering: .relaxed)
+        connection.replaceFile(with: nil)
     }
 
     /// The connection is closing. libmicrohttpd says so before it closes the socket, so a
     /// socket in this table is never one that has been reused for another connection.
-    func closed(_ key: UInt) {
-        let file = state.withLock { state in
-            if let connection = state.connections.removeValue(forKey: key) {
-                let count = state.perClient[connection.client, default: 1] - 1
-                state.perClient[connection.client] = count > 0 ? count : nil
-            }
-            return state.files.removeValue(forKey: key)
+    func closed(_ connection: WatchedConnection) {
+        state.withLock { state in
+            guard state.connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+            let count = state.perClient[connection.client, default: 1] - 1
+            state.perClient[connection.client] = count > 0 ? count : nil
         }
-        if let file { close(file.descriptor) }
+        connection.replaceFile(with: nil)
     }
-
-    /// Connections open now (all clients).
-    var openConnections: Int { state.withLock { $0.connections.count } }
 
     /// Shuts down the sockets of connections that waited longer than `headTimeout` for a
     /// head, or whose file has shrunk below what their response promised (the client then
@@ -115,25 +89,70 @@ final class ConnectionWatch: Sendable {
     func sweep() {
         let deadline = Self.now() - headTimeout * 1000
         state.withLock { state in
-            for (key, connection) in state.connections {
-                guard headTimeout > 0, let since = connection.waitingSince, since <= deadline else { continue }
-                shutdown(connection.socket, Int32(SHUT_RDWR))
-                state.connections[key]?.waitingSince = nil
-            }
-            for (key, file) in state.files {
-                var info = stat()
-                guard fstat(file.descriptor, &info) == 0, UInt64(info.st_size) < file.end else { continue }
-                if let connection = state.connections[key] { shutdown(connection.socket, Int32(SHUT_RDWR)) }
-                close(file.descriptor)
-                state.files[key] = nil
+            for connection in state.connections.values {
+                let since = connection.waitingSince.load(ordering: .relaxed)
+                if headTimeout > 0, since != WatchedConnection.notWaiting, since <= deadline {
+                    shutdown(connection.socket, Int32(SHUT_RDWR))
+                    connection.waitingSince.store(WatchedConnection.notWaiting, ordering: .relaxed)
+                }
+                if connection.fileHasShrunk() { shutdown(connection.socket, Int32(SHUT_RDWR)) }
             }
         }
     }
 
     /// Milliseconds on the monotonic clock.
-    private static func now() -> Int {
+    static func now() -> Int {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return now.tv_sec * 1000 + now.tv_nsec / 1_000_000
+    }
+}
+
+/// One open connection as the watch sees it. Its own thread and the sweep touch it; the
+/// parts that change are atomic or behind the connection's own (uncontended) lock.
+final class WatchedConnection: Sendable {
+    /// A file response in progress: its own descriptor of the file, and the size the
+    /// file must keep for the response to be sent whole.
+    struct FileBeingSent {
+        var descriptor: Int32
+        var end: UInt64
+    }
+
+    static let notWaiting = Int.min
+
+    let socket: Int32
+    /// The client's address as text, made once for all the connection's requests.
+    let client: String
+    let overLimit: Bool
+    /// When (in milliseconds) the connection began waiting for its next head;
+    /// `notWaiting` while a request is in progress.
+    let waitingSince: Atomic<Int>
+    private let file = Mutex<FileBeingSent?>(nil)
+
+    init(socket: Int32, client: String, overLimit: Bool) {
+        self.socket = socket
+        self.client = client
+        self.overLimit = overLimit
+        waitingSince = Atomic(ConnectionWatch.now())
+    }
+
+    func replaceFile(with new: FileBeingSent?) {
+        let old = file.withLock { current in
+            defer { current = new }
+            return current
+        }
+        if let old { close(old.descriptor) }
+    }
+
+    /// Whether the file being sent is now shorter than the response needs; it is let go then.
+    func fileHasShrunk() -> Bool {
+        file.withLock { current in
+            guard let sent = current else { return false }
+            var info = stat()
+            guard fstat(sent.descriptor, &info) == 0, UInt64(info.st_size) < sent.end else { return false }
+            close(sent.descriptor)
+            current = nil
+            return true
+        }
     }
 }

@@ -313,7 +313,7 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         let action: RequestAction
         if let refusal = headRefusal(state.head) {
             action = .respond(refusal)
-        } else if let held = dispatcher.watch.headArrived(connectionKey(connection)) {
+        } else if let watched = watchedConnection(connection), let held = dispatcher.watch.headArrived(watched) {
             action = .respond(tooManyConnections(held, limit: dispatcher.watch.maxPerClient, from: state.head.clientAddress))
         } else {
             action = dispatcher.handler.handle(state.head)
@@ -385,7 +385,7 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
 private let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, requestContext, termination in
     guard let cls else { return }
     let dispatcher = Unmanaged<Dispatcher>.fromOpaque(cls).takeUnretainedValue()
-    if let connection { dispatcher.watch.requestEnded(connectionKey(connection)) }
+    if let connection, let watched = watchedConnection(connection) { dispatcher.watch.requestEnded(watched) }
     guard let requestContext, let raw = requestContext.pointee else { return }
     requestContext.pointee = nil
     let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
@@ -401,16 +401,23 @@ private let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, 
     dispatcher.inFlight.subtract(1, ordering: .relaxed)
 }
 
-private let connectionChanged: MHD_NotifyConnectionCallback = { cls, connection, _, change in
-    guard let cls, let connection else { return }
+private let connectionChanged: MHD_NotifyConnectionCallback = { cls, connection, socketContext, change in
+    guard let cls, let connection, let socketContext else { return }
     let watch = Unmanaged<Dispatcher>.fromOpaque(cls).takeUnretainedValue().watch
     // MHD_CONNECTION_NOTIFY_STARTED is 0 (Swift does not import the constant by name).
     if change.rawValue == 0 {
-        watch.opened(connectionKey(connection), socket: cp_connection_fd(connection),
-                     client: SocketAddress.describe(cp_client_address(connection)))
-    } else {
-        watch.closed(connectionKey(connection))
+        let watched = watch.opened(socket: cp_connection_fd(connection), client: SocketAddress.describe(cp_client_address(connection)))
+        // Kept with the connection (its socket context) until it closes.
+        socketContext.pointee = Unmanaged.passRetained(watched).toOpaque()
+    } else if let raw = socketContext.pointee {
+        socketContext.pointee = nil
+        watch.closed(Unmanaged<WatchedConnection>.fromOpaque(raw).takeRetainedValue())
     }
+}
+
+/// The watch's record of `connection`, kept in its socket context from when it opened.
+private func watchedConnection(_ connection: OpaquePointer) -> WatchedConnection? {
+    cp_connection_context(connection).map { Unmanaged<WatchedConnection>.fromOpaque($0).takeUnretainedValue() }
 }
 
 private func connectionKey(_ connection: OpaquePointer) -> UInt {
@@ -423,6 +430,8 @@ private func connectionKey(_ connection: OpaquePointer) -> UInt {
 /// other until the connection closes. The connection closes after the answer: the bytes
 /// that follow cannot be trusted to start a request.
 private func headRefusal(_ head: RequestHead) -> Response? {
+    // Without either field there is no body and nothing to frame (most GETs).
+    guard head.header("Content-Length") != nil || head.header("Transfer-Encoding") != nil else { return nil }
     let close = HTTPField(name: "Connection", value: "close")
     do {
         let framing = try MessageFraming(headers: head.headers.map { ($0.name, $0.value) })
@@ -503,6 +512,8 @@ private func readHead(
     version: UnsafePointer<CChar>?
 ) -> RequestHead {
     var collected = CollectedValues()
+    // Counted first (an iterator of NULL only counts), so the arrays grow once.
+    collected.headers.reserveCapacity(Int(MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, nil, nil)))
     withUnsafeMutablePointer(to: &collected) { pointer in
         _ = MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, collectValue, pointer)
         pointer.pointee.collectingQuery = true
@@ -514,7 +525,7 @@ private func readHead(
         query: collected.query,
         version: version.map { String(cString: $0) } ?? "",
         headers: collected.headers,
-        clientAddress: SocketAddress.describe(cp_client_address(connection)))
+        clientAddress: watchedConnection(connection)?.client ?? SocketAddress.describe(cp_client_address(connection)))
 }
 
 private struct CollectedValues {
@@ -566,14 +577,11 @@ private func queue(_ response: Response, on connection: OpaquePointer, for state
         }
     case .file(_, _, 0):
         created = MHD_create_response_from_buffer(0, nil, MHD_ResponseMemoryMode.RESPMEM_PERSISTENT)
+    case .file(let file, let offset, let length) where length <= smallFileBytes && state.head.method == "GET":
+        created = smallFileResponse(file, offset: offset, length: Int(length))
+            ?? fileResponse(file, offset: offset, length: length, on: connection, dispatcher)
     case .file(let file, let offset, let length):
-        let descriptor = file.take()
-        created = MHD_create_response_from_fd_at_offset64(length, descriptor, offset)
-        if created == nil {
-            close(descriptor)
-        } else {
-            dispatcher.watch.sending(connectionKey(connection), file: descriptor, upTo: offset + length)
-        }
+        created = fileResponse(file, offset: offset, length: length, on: connection, dispatcher)
     case .stream(let length, let stream):
         let counter = StreamCounter()
         state.streamed = counter
@@ -583,11 +591,48 @@ private func queue(_ response: Response, on connection: OpaquePointer, for state
     }
     guard let created else { return MHD_Result.NO }
     for field in response.headers {
-        _ = MHD_add_response_header(created, field.name, field.value)
+        // withCString lends a native string's own bytes; passing a String where C wants a
+        // pointer would copy each name and value into a new array first.
+        _ = field.name.withCString { name in field.value.withCString { value in MHD_add_response_header(created, name, value) } }
     }
     let result = MHD_queue_response(connection, UInt32(response.status), created)
     MHD_destroy_response(created)
     return result
+}
+
+/// Bodies up to this size are read into memory and sent from there: libmicrohttpd then
+/// sends the headers and the body in one write, where sendfile costs a second one.
+private let smallFileBytes: UInt64 = 64 * 1024
+
+/// A response with `length` bytes of `file` read into a buffer libmicrohttpd frees; nil when
+/// the file no longer has them all (it shrank since it was measured).
+private func smallFileResponse(_ file: OpenFile, offset: UInt64, length: Int) -> OpaquePointer? {
+    guard let buffer = malloc(max(length, 1)) else { return nil }
+    var filled = 0
+    while filled < length {
+        guard let count = file.read(at: offset + UInt64(filled), into: UnsafeMutableRawBufferPointer(start: buffer + filled, count: length - filled)) else {
+            free(buffer)
+            return nil
+        }
+        filled += count
+    }
+    guard let response = MHD_create_response_from_buffer(length, buffer, MHD_ResponseMemoryMode.RESPMEM_MUST_FREE) else {
+        free(buffer)
+        return nil
+    }
+    return response
+}
+
+/// A response that sends `length` bytes of `file` from `offset` with sendfile; libmicrohttpd
+/// takes the descriptor. The watch cuts the connection if the file shrinks under it.
+private func fileResponse(_ file: OpenFile, offset: UInt64, length: UInt64, on connection: OpaquePointer, _ dispatcher: Dispatcher) -> OpaquePointer? {
+    let descriptor = file.take()
+    guard let created = MHD_create_response_from_fd_at_offset64(length, descriptor, offset) else {
+        close(descriptor)
+        return nil
+    }
+    if let watched = watchedConnection(connection) { dispatcher.watch.sending(watched, file: descriptor, upTo: offset + length) }
+    return created
 }
 
 /// Bytes a stream has produced, read at completion (possibly from another MHD thread).

@@ -62,15 +62,24 @@ struct Router: RequestHandler {
         }
     }
 
+    /// Whether `rawPath` routes to the control endpoints, without decoding it when it has
+    /// no escape (most paths): its first non-empty segment is then the prefix or not.
+    private func isControl(_ rawPath: String) -> Bool {
+        guard rawPath.utf8.contains(0x25) else {
+            let first = rawPath.utf8.drop { $0 == 0x2F }.prefix { $0 != 0x2F }
+            return first.elementsEqual(ControlEndpoint.prefix.utf8)
+        }
+        if case .segments(let segments) = RequestPath(rawPath), segments.first == ControlEndpoint.prefix { return true }
+        return false
+    }
+
     private func decorated(_ action: RequestAction, _ head: RequestHead) -> RequestAction {
         cors.map { $0.decorate(action, for: head) } ?? action
     }
 
     func completed(_ request: CompletedRequest) {
         let head = request.head
-        if case .segments(let segments) = RequestPath(head.path), segments.first == ControlEndpoint.prefix {} else {
-            journal.record(request)
-        }
+        if !isControl(head.path) { journal.record(request) }
         guard accessLog else { return }
         let duration = String(Int((request.seconds * 1000).rounded())) + "ms"
         var line = "\(head.clientAddress) \(head.method) \(head.target) \(request.status) \(request.bodyBytes) \(duration)"

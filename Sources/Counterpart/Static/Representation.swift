@@ -74,8 +74,8 @@ struct RepresentationResponder {
     let extraHeaders: [HTTPField]
     let rangePolicy: RangePolicy
 
-    /// Bodies up to this size are read and sent from memory: libmicrohttpd sends such a
-    /// response in one write, where a sendfile response costs a second one for the headers.
+    /// Generated bodies up to this size are made at once and sent from memory (a file's
+    /// are read by the adapter, into a buffer libmicrohttpd owns).
     static let smallBodyBytes: UInt64 = 64 * 1024
 
     func respond() -> Response {
@@ -130,13 +130,13 @@ struct RepresentationResponder {
         }
     }
 
-    /// `length` bytes from `offset`: read now when small, sent with sendfile from a file,
-    /// else streamed.
+    /// `length` bytes from `offset`: from a file as a file body; generated ones made now
+    /// when small, else streamed.
     private func body(offset: UInt64, length: UInt64) -> ResponseBody {
+        if let file = representation.file { return .file(file, offset: offset, length: length) }
         if length <= Self.smallBodyBytes, head.method == "GET", let bytes = readFully(offset: offset, length: Int(length)) {
             return .bytes(bytes)
         }
-        if let file = representation.file { return .file(file, offset: offset, length: length) }
         return .stream(length: length, SourceRangeStream(representation.source, offset: offset, length: length))
     }
 
