@@ -10,7 +10,7 @@ let usage = """
                        [--journal-size N] [--cors ORIGIN] [--allow-remote-control]
                        [--tls-cert FILE --tls-key FILE | --tls-self-signed]
                        [--max-resumable-uploads N] [--resumable-expiry SECONDS]
-                       [limits...] [--help]
+                       [--sync full|none] [limits...] [--help]
 
       --host ADDR             address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)
       --port N                port (default 8080; 0 picks a free one)
@@ -30,6 +30,8 @@ let usage = """
                               written and its SHA-256 fingerprint are printed on stderr
       --max-resumable-uploads N  tus and IETF resumable uploads in progress at once (default \(defaults.resumableLimits.maxUploads))
       --resumable-expiry SECONDS an idle resumable upload is removed after this (default \(defaults.resumableLimits.expirySeconds))
+      --sync full|none        full (default): an upload is synced to disk before it is answered;
+                              none: nothing is synced (fast, for CI and fixtures; a power cut may lose it)
       --help                  this text
 
     limits (a limit reached gets its status and a JSON error; see the README):
@@ -154,6 +156,10 @@ while let argument = arguments.popFirst() {
         configuration.headTimeout = UInt32(number(value(), for: flag, in: seconds, "a number of seconds (0: none)"))
     case "--min-free-disk":
         configuration.minFreeDiskBytes = size(value(), for: flag, allowingZero: true)
+    case "--sync":
+        let text = value()
+        guard let mode = SyncMode(rawValue: text) else { fail("--sync: \"\(text)\" is not full or none") }
+        configuration.sync = mode
     case "--help", "-h":
         FileHandleWriter.standardOutput(usage)
         exit(0)

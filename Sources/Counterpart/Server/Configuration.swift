@@ -57,6 +57,8 @@ public struct Configuration: Sendable {
     public var tls: TLSCredentials?
     /// Resumable uploads (tus and IETF) in progress at once, and how long one may sit idle.
     public var resumableLimits: ResumableLimits
+    /// Whether uploads are synced to disk before they are answered for (`full`) or not (`none`).
+    public var sync: SyncMode
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     public static let defaultThreads = 4
@@ -86,7 +88,8 @@ public struct Configuration: Sendable {
         corsOrigin: String? = nil,
         allowsRemoteControl: Bool = false,
         tls: TLSCredentials? = nil,
-        resumableLimits: ResumableLimits = ResumableLimits()
+        resumableLimits: ResumableLimits = ResumableLimits(),
+        sync: SyncMode = .full
     ) {
         self.host = host
         self.port = port
@@ -111,5 +114,6 @@ public struct Configuration: Sendable {
         self.allowsRemoteControl = allowsRemoteControl
         self.tls = tls
         self.resumableLimits = resumableLimits
+        self.sync = sync
     }
 }

@@ -44,7 +44,7 @@ public final class CounterpartServer: Sendable {
     public init(_ configuration: Configuration) throws(StartError) {
         self.configuration = configuration
         let root = try ServedFolder(path: configuration.root)
-        store = try UploadStore(folder: configuration.uploads, keepFree: configuration.minFreeDiskBytes)
+        store = try UploadStore(folder: configuration.uploads, keepFree: configuration.minFreeDiskBytes, sync: configuration.sync)
         let uploadsFolder = try ServedFolder(path: store.folder)
         store.removeStaleTemporaryFiles()
         resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits, freeSpace: store.freeSpace)

@@ -47,6 +47,9 @@ private final class BackgroundHasher: @unchecked Sendable {
     private let condition = NSCondition()
     private var written: UInt64
     private var writerDone = false
+    /// While the thread sleeps: how far the file must have grown before it is worth waking
+    /// it (a whole read), so that the writer does not wake it for every small write.
+    private var wakeAt = UInt64.max
     private let cancelled = Atomic<Bool>(false)
     private var result: String??
     /// Set once the thread has closed its descriptor and ended.
@@ -68,7 +71,7 @@ private final class BackgroundHasher: @unchecked Sendable {
     func written(upTo size: UInt64) {
         condition.lock()
         written = size
-        condition.signal()
+        if size >= wakeAt { condition.signal() }
         condition.unlock()
     }
 
@@ -109,7 +112,11 @@ private final class BackgroundHasher: @unchecked Sendable {
         defer { buffer.deallocate() }
         while true {
             condition.lock()
-            while position == written, !writerDone, !cancelled.load(ordering: .relaxed) { condition.wait() }
+            while written - position < UInt64(Self.readSize), !writerDone, !cancelled.load(ordering: .relaxed) {
+                wakeAt = position + UInt64(Self.readSize)
+                condition.wait()
+            }
+            wakeAt = .max
             let target = written
             let done = writerDone
             condition.unlock()

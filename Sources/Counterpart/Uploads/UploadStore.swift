@@ -9,13 +9,15 @@ final class UploadStore: Sendable {
     /// Absolute path, symlinks resolved.
     let folder: String
     let freeSpace: FreeSpace
+    let sync: SyncMode
 
     /// Temporary files are `.counterpart-<pid>-<n>.part`: the pid tells a crashed
     /// server's leftovers from the files of live servers sharing the folder.
     static let temporaryPrefix = ".counterpart-"
     private static let counter = AtomicCounter()
 
-    init(folder path: String, keepFree: UInt64) throws(CounterpartServer.StartError) {
+    init(folder path: String, keepFree: UInt64, sync: SyncMode) throws(CounterpartServer.StartError) {
+        self.sync = sync
         try FileSystem.makeFolders(path)
         folder = try FileSystem.realPath(path)
         freeSpace = FreeSpace(folder: folder, keep: keepFree)
@@ -35,7 +37,7 @@ final class UploadStore: Sendable {
         let path = "\(folder)/\(Self.temporaryPrefix)\(getpid())-\(Self.counter.next()).part"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw StoreError(operation: "create a temporary file", code: errno) }
-        return UploadSink(path: path, descriptor: descriptor, freeSpace: freeSpace)
+        return UploadSink(path: path, descriptor: descriptor, freeSpace: freeSpace, sync: sync)
     }
 
     /// Moves a complete sink into place under `name` or, if taken, `name-1`, `name-2`, ...
@@ -99,7 +101,7 @@ final class UploadStore: Sendable {
 
     /// Makes the names committed so far durable: call once before answering for them.
     func syncFolder() throws(StoreError) {
-        guard FileSystem.syncFolder(folder) else { throw StoreError(operation: "sync the uploads folder", code: errno) }
+        guard sync.syncFolder(folder) else { throw StoreError(operation: "sync the uploads folder", code: errno) }
     }
 }
 
@@ -109,11 +111,13 @@ final class UploadSink {
     private var descriptor: Int32
     private let hasher: FileHasher
     private let freeSpace: FreeSpace
+    private let sync: SyncMode
     private(set) var size: UInt64 = 0
     private var checkedSpaceAt: UInt64 = 0
     private var flushedTo: UInt64 = 0
 
-    init(path: String, descriptor: Int32, freeSpace: FreeSpace) {
+    init(path: String, descriptor: Int32, freeSpace: FreeSpace, sync: SyncMode) {
+        self.sync = sync
         self.path = path
         self.descriptor = descriptor
         self.freeSpace = freeSpace
@@ -139,7 +143,7 @@ final class UploadSink {
         if size - flushedTo >= Self.writeBackInterval {
             // Start writing the bytes out now (without waiting), so that the fsync at
             // the end has little left to do instead of the whole file.
-            _ = cp_start_write_back(descriptor, Int64(flushedTo), Int64(size - flushedTo))
+            sync.startWriteBack(descriptor, offset: flushedTo, count: size - flushedTo)
             flushedTo = size
         }
     }
@@ -156,7 +160,7 @@ final class UploadSink {
     /// Syncs and closes the file.
     func close() throws {
         guard descriptor >= 0 else { return }
-        if fsync(descriptor) != 0 { throw StoreError(operation: "sync the upload to disk", code: errno) }
+        if !sync.syncFile(descriptor) { throw StoreError(operation: "sync the upload to disk", code: errno) }
         let result = Glibc.close(descriptor)
         descriptor = -1
         if result != 0 { throw StoreError(operation: "close the temporary file", code: errno) }

@@ -231,6 +231,11 @@ private final class PacedClient {
 
 // MARK: - Range
 
+/// The most a hostile input may take to be answered: a bound against pathological
+/// (super-linear) costs, which take minutes, not a speed target — the shared machines
+/// that run the suite are noisy, and speed is measured by `make bench`.
+let pathologicalSeconds = 15.0
+
 @Suite("Bad input corpus: Range headers")
 struct BadInputCorpusRangeTests {
     let server: TestServer
@@ -388,7 +393,7 @@ struct BadInputCorpusContentTypeTests {
     ])
     func answeredFastWithTheDocumentedStatus(_ label: String, _ contentType: String, _ status: Int) throws {
         let reply = try exchange(server, uploadRequest(contentType: Array(contentType.utf8), body: fieldOnlyBody))
-        #expect(reply.seconds < 2, "\(label): took \(reply.seconds) s")
+        #expect(reply.seconds < pathologicalSeconds, "\(label): took \(reply.seconds) s")
         #expect(reply.status == status, "\(label): \(reply.head.prefix(60)) \(reply.error ?? "")")
         if status == 200 { expectFieldOnlyReceipt(reply) } else { #expect(reply.error != nil, "\(label): no JSON error") }
         expectNothingLeftBehind(server)
@@ -436,7 +441,7 @@ struct BadInputCorpusPartHeaderTests {
     func aMalformedPartIs400AndRemovesWhatCameBefore(_ label: String, _ badPart: String, _ reason: String) throws {
         let body = goodFilePart + Array(badPart.utf8) + closeDelimiter
         let reply = try exchange(server, uploadRequest(body: body))
-        #expect(reply.seconds < 2, "\(label): took \(reply.seconds) s")
+        #expect(reply.seconds < pathologicalSeconds, "\(label): took \(reply.seconds) s")
         #expect(reply.status == 400, "\(label): \(reply.head.prefix(60))")
         let error = reply.error ?? ""
         #expect(error.contains(reason) && error.contains("part 2"), "\(label): \(error)")
@@ -469,7 +474,7 @@ struct BadInputCorpusPartLimitTests {
         for _ in 0..<10_000 { body += part }
         body += closeDelimiter
         let reply = try exchange(server, uploadRequest(body: body))
-        #expect(reply.seconds < 2, "took \(reply.seconds) s")
+        #expect(reply.seconds < pathologicalSeconds, "took \(reply.seconds) s")
         #expect(reply.status == 413)
         #expect(reply.error?.contains("more than 1000 parts") == true, "\(reply.error ?? reply.head)")
         expectNothingLeftBehind(server)
@@ -497,7 +502,7 @@ struct BadInputCorpusPartLimitTests {
         for _ in 0..<1_000 { body += part }
         body += closeDelimiter
         let reply = try exchange(server, uploadRequest(body: body))
-        #expect(reply.seconds < 3, "took \(reply.seconds) s")
+        #expect(reply.seconds < pathologicalSeconds, "took \(reply.seconds) s")
         #expect(reply.status == 200)
         #expect((reply.json()?["fields"] as? [[String: Any]])?.count == 1_000)
         expectNothingLeftBehind(server)
@@ -535,7 +540,7 @@ struct BadInputCorpusLookalikeTests {
         let body = Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"f\"; filename=\"look.bin\"\r\n\r\n".utf8)
             + content + Array("\r\n--\(boundary)--\r\n".utf8)
         let reply = try exchange(server, uploadRequest(boundary: boundary, body: body), timeout: 10)
-        #expect(reply.seconds < 3, "took \(reply.seconds) s")
+        #expect(reply.seconds < pathologicalSeconds, "took \(reply.seconds) s")
         #expect(reply.status == 200, "\(reply.error ?? reply.head)")
         let file = try #require((reply.json()?["files"] as? [[String: Any]])?.first)
         #expect(file["size"] as? Int == content.count)
@@ -865,7 +870,7 @@ struct BadInputCorpusRequestHeadTests {
         let reply = try exchange(server, Array(request.utf8))
         #expect(reply.status == status, "\(label) → \(reply.status ?? 0)")
         #expect(reply.statusLineCount == 1)
-        #expect(reply.seconds < 2)
+        #expect(reply.seconds < pathologicalSeconds)
         expectNothingLeftBehind(server)
         try expectStillServing(server)
     }
