@@ -23,7 +23,7 @@ run: setup
 	.build/release/counterpart $(ARGS)
 
 test:
-	@scripts/setup chromium wrk
+	@scripts/setup chromium wrk strace
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --parallel
 	scripts/stress --binary .build/debug/counterpart --quick $(if $(CI),--require-root)

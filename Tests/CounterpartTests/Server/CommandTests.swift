@@ -1,3 +1,4 @@
+import Counterpart
 import Foundation
 import Testing
 
@@ -86,7 +87,7 @@ struct CommandTests {
         (["stray"], "stray"), (["--quiet=yes"], "--quiet"), (["--max-parts", "0"], "--max-parts"),
         (["--head-timeout", "-1"], "--head-timeout"), (["--min-free-disk", "much"], "--min-free-disk"),
         (["--max-connections-per-client=x"], "--max-connections-per-client"), (["--idle-timeout", "0"], "--idle-timeout"),
-        (["--max-ranges", "1.5"], "--max-ranges"), (["--max-part-header-bytes", "0"], "--max-part-header-bytes"),
+        (["--max-ranges", "1.5"], "--max-ranges"), (["--sync", "sometimes"], "--sync"), (["--max-part-header-bytes", "0"], "--max-part-header-bytes"),
     ])
     func badFlagsExitWith2AndNameTheFlag(_ arguments: [String], _ named: String) throws {
         let result = try CommandRun(arguments).waitForExit()
@@ -96,6 +97,43 @@ struct CommandTests {
         #expect(lines.first?.contains(named) == true)
         #expect(result.stderr.contains("usage: counterpart"))
         #expect(result.stdout.isEmpty)
+    }
+
+    /// `--sync full` syncs each upload (file and folder) and starts write-back as a long one
+    /// streams; `--sync none` makes no sync call at all. Counted with strace attached to the
+    /// running command (every thread).
+    @Test(arguments: [SyncMode.full, .none])
+    func syncModeDecidesEverySyncCall(_ mode: SyncMode) throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/strace"), "install strace (make test does)")
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try CommandRun(["--port", "0", "--quiet", "--sync", mode.rawValue], in: folder)
+        let base = String(run.firstLine().dropFirst("listening on ".count))
+        let trace = folder.appendingPathComponent("syscalls.txt").path
+        let tracer = Process()
+        tracer.executableURL = URL(fileURLWithPath: "/usr/bin/strace")
+        tracer.arguments = ["-f", "-e", "trace=fsync,fdatasync,sync_file_range", "-o", trace, "-p", String(run.process.processIdentifier)]
+        let attached = Pipe()
+        tracer.standardError = attached
+        try tracer.run()
+        // strace says "Process N attached" on stderr once it traces the server.
+        _ = attached.fileHandleForReading.readData(ofLength: 1)
+        let upload = try temporaryFile("sync.bin", testBytes(count: 20 << 20, seed: 5))
+        let reply = try curl(["-F", "file=@\(upload)", base + "/upload"])
+        run.process.terminate()
+        _ = run.waitForExit()
+        tracer.waitUntilExit()
+        #expect(reply.status == 200)
+        let calls = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+        let fsyncs = calls.filter { $0.contains("fsync(") }.count
+        let writeBacks = calls.filter { $0.contains("sync_file_range(") }.count
+        switch mode {
+        case .full:
+            #expect(fsyncs >= 2, "the file and the folder: \(calls)")
+            #expect(writeBacks >= 2, "20 MiB starts write-back every 8 MiB: \(calls)")
+        case .none:
+            #expect(fsyncs == 0 && writeBacks == 0, "\(calls)")
+        }
     }
 
     @Test func helpPrintsUsage() throws {
