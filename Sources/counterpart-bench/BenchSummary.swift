@@ -24,7 +24,7 @@ enum BenchSummary {
             "load_average": ["start": header.loadAtStart, "end": loadAtEnd],
             "options": [
                 "only": options.only, "filters": options.filters, "runs": options.runs, "quick": options.quick,
-                "wrk_seconds": options.duration as Any? ?? NSNull(),
+                "wrk_seconds": options.wrkSeconds, "peers": options.peersFolder,
             ] as [String: Any],
             "seconds": seconds,
             "figures": context.figures.map { figure -> [String: Any] in

@@ -41,8 +41,10 @@ struct BenchOptions {
     var explicitRuns: Int?
     /// Smaller inputs and shorter runs, for a smoke run.
     var quick = false
-    /// Seconds of each timed wrk run (server suite).
+    /// Seconds of each timed wrk run (server suite), when given.
     var duration: Int?
+    /// Seconds of each timed wrk run: 5, or 2 with `--quick`, unless given.
+    var wrkSeconds: Int { duration ?? (quick ? 2 : 5) }
     /// nginx's `worker_processes` in the threads section: a number or `auto`.
     var nginxWorkers = "1"
     /// Where the machine-readable summary goes.

@@ -16,7 +16,7 @@ enum ParserBenchmarks {
         BenchmarkSuite(name: "parsers", summary: "HTTPTransfer's parsers, in memory (no I/O)", sections: [
             BenchmarkSection(
                 name: "multipart",
-                summary: "FormDataParser on four generated bodies (keys: \(MultipartBody.allCases.map(\.key).joined(separator: ", "))), beside memmem and memcpy",
+                summary: "FormDataParser on four generated bodies (keys: \(MultipartBody.allCases.map(\.key).joined(separator: ", "))), beside memmem, memcpy and libmicrohttpd's MHD_PostProcessor (the C peer, in memory)",
                 run: runMultipart),
             BenchmarkSection(
                 name: "range",

@@ -399,7 +399,7 @@ final class ServerBench {
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    func duration(_ options: BenchOptions) -> Int { options.duration ?? (options.quick ? 2 : 5) }
+    func duration(_ options: BenchOptions) -> Int { options.wrkSeconds }
 
     func finish() {
         fixture?.remove()
