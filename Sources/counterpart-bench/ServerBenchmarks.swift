@@ -170,7 +170,7 @@ struct RunFigure {
 
 // MARK: - The files served
 
-/// The folder everything lives in, and the files both servers serve: a 4 KiB file and,
+/// The folder everything lives in, and the files every server serves: a 4 KiB file and,
 /// when there is room, a 1 GiB one of random bytes (1/8 with --quick).
 final class ServerFixture {
     static let rangeCount = 200
@@ -215,8 +215,8 @@ final class ServerFixture {
             throw BenchFailure("cannot write \(smallPath)")
         }
 
-        // The big file, its copy stored by Counterpart and the body stored by nginx, with room
-        // to spare.
+        // The big file, the one copy stored at a time (uploads are removed after each run)
+        // and dd's file, with room to spare.
         let needed = UInt64(4 * bigSize)
         let free = ProcFS.freeBytes(at: folder) ?? 0
         guard free >= needed else {
@@ -717,7 +717,7 @@ final class ServerBench {
         switch measure {
         case .upload:
             return "Upload: \(big) multipart body, curl -s -H 'Expect:' -F file=@\(ServerFixture.bigName) POST /upload; MB/s of body (MB = 10^6 B); "
-                + "the stored file checked (Counterpart: size and SHA-256 of its answer; the C peer: size; nginx: the body's size); "
+                + "the stored file checked (Counterpart: size and SHA-256 of its answer; the C peer: size, and its SHA-256 after the warm-up; nginx: the body's size); "
                 + "folders emptied and sync(2) before each run; median [min–max] of \(options.runs) run(s)"
         case .download:
             return "Download: GET /\(ServerFixture.bigName) (\(big)) with curl -s -o /dev/null; MB/s; median [min–max] of \(options.runs) run(s)"
@@ -794,7 +794,7 @@ final class ServerBench {
         _ measure: ServerMeasure, server: ServerUnderTest, fixture: ServerFixture, options: BenchOptions, warmUp: Bool
     ) throws -> RunFigure {
         switch measure {
-        case .upload: return try upload(server, fixture: fixture)
+        case .upload: return try upload(server, fixture: fixture, checkContent: warmUp)
         case .download:
             return RunFigure(value: try download(server, fixture: fixture), work: Double(fixture.bigSize))
         case .ranges:
@@ -818,7 +818,9 @@ final class ServerBench {
         return result.output.split(separator: " ")
     }
 
-    private func upload(_ server: ServerUnderTest, fixture: ServerFixture) throws -> RunFigure {
+    /// With `checkContent` (the warm-up), the C peer's stored file is hashed too: its figure
+    /// counts only if it stores the bytes sent. Counterpart's answer carries its hash.
+    private func upload(_ server: ServerUnderTest, fixture: ServerFixture, checkContent: Bool) throws -> RunFigure {
         let memory = server.memoryProcesses
         let resettable = memory.allSatisfy { ProcFS.resetPeakRSS($0) }
         let answerPath = fixture.folder + "/upload-answer"
@@ -848,6 +850,13 @@ final class ServerBench {
             guard status == 200 else { throw BenchFailure("POST /upload answered \(status): \(answerText)") }
             let sizes = Self.fileSizes(in: server.storeFolder)
             guard sizes == [fixture.bigSize] else { throw BenchFailure("the C peer stored \(sizes) bytes; \(fixture.bigSize) sent in one part") }
+            if checkContent {
+                let stored = (try? FileManager.default.contentsOfDirectory(atPath: server.storeFolder)) ?? []
+                let digest = try runCommand(findExecutable("sha256sum") ?? "/usr/bin/sha256sum", stored.map { server.storeFolder + "/" + $0 })
+                guard digest.status == 0, digest.output.hasPrefix(fixture.bigSHA256 ?? "-") else {
+                    throw BenchFailure("the C peer stored other bytes than were sent: \(digest.output.prefix(80))\(digest.errorOutput.prefix(200))")
+                }
+            }
         case .nginx:
             // nginx keeps the whole body (multipart framing and all) in a file of its own.
             guard status == 204 else { throw BenchFailure("POST /upload answered \(status)") }
