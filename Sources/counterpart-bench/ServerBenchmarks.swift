@@ -510,12 +510,12 @@ final class ServerBench {
         // The sync-full reference: what the disk the uploads go to writes with an fsync at the end.
         var ddRates = Samples()
         var ddFailure: String?
+        // dd needs no warm-up: it runs after each timed round only.
         let eachRound: ((Int) -> Void)? = measure != .upload ? nil : { [self] run in
-            guard ddFailure == nil else { return }
-            printError("  [server/upload] dd conv=fsync: \(run == 0 ? "warm-up" : "run \(run)/\(options.runs)")…")
+            guard run > 0, ddFailure == nil else { return }
+            printError("  [server/upload] dd conv=fsync: run \(run)/\(options.runs)…")
             do {
-                let rate = try ddWithFsync(fixture: fixture)
-                if run > 0 { ddRates.append(rate) }
+                ddRates.append(try ddWithFsync(fixture: fixture))
             } catch {
                 ddFailure = "\(error)"
             }
