@@ -8,8 +8,9 @@
  *   each file part is written with write(2) to DIR/REQUEST-PART.bin as its bytes come;
  *   text fields are counted. No hashing, no fsync, no name checks: the floor of a server
  *   built on MHD's parser. Answers 200 {"files":F,"fields":N,"bytes":B}.
- * GET /NAME: the file ROOT/NAME (no subfolders), from its descriptor (sendfile); one
- *   "Range: bytes=FIRST-LAST" gets 206 with those bytes. A baseline for the static rows.
+ * GET /NAME: the file ROOT/NAME (no subfolders): up to 64 KiB copied into the response,
+ *   larger from its descriptor (sendfile); one "Range: bytes=FIRST-LAST" gets 206 with
+ *   those bytes. The least a libmicrohttpd file server does: a baseline for the GET rows.
  *
  * Prints "listening on http://127.0.0.1:PORT" when ready (the line Counterpart prints);
  * SIGTERM or SIGINT stops it and it exits 0. Built by `make bench`:
@@ -33,6 +34,8 @@
 
 /* What MHD_PostProcessor buffers of a part's data before it calls back (bytes). */
 #define POST_BUFFER (64 * 1024)
+/* Bodies up to this size are sent from memory, larger ones from their descriptor. */
+#define SMALL_BODY (64 * 1024)
 
 static const char *uploads_folder;
 static const char *root_folder;
@@ -139,14 +142,22 @@ static enum MHD_Result serve_file(struct MHD_Connection *connection, const char 
     uint64_t size = (uint64_t)info.st_size, first = 0, last = 0;
     const char *range = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE);
     int partial = parse_range(range, size, &first, &last);
-    /* The response owns the descriptor from here on. */
-    struct MHD_Response *response =
-        partial ? MHD_create_response_from_fd_at_offset64(last - first + 1, file, first)
-                : MHD_create_response_from_fd64(size, file);
-    if (response == NULL) {
+    uint64_t length = partial ? last - first + 1 : size;
+    struct MHD_Response *response;
+    if (length <= SMALL_BODY) {
+        /* From memory: libmicrohttpd sends a buffer with the headers in one write, where a
+         * descriptor costs a second send. */
+        char body[SMALL_BODY];
+        ssize_t count = pread(file, body, (size_t)length, (off_t)first);
         close(file);
-        return MHD_NO;
+        if (count != (ssize_t)length) return MHD_NO;
+        response = MHD_create_response_from_buffer((size_t)length, body, MHD_RESPMEM_MUST_COPY);
+    } else {
+        /* The response owns the descriptor from here on (sendfile). */
+        response = MHD_create_response_from_fd_at_offset64(length, file, first);
+        if (response == NULL) close(file);
     }
+    if (response == NULL) return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
     MHD_add_response_header(response, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
     if (partial) {
