@@ -60,10 +60,10 @@ enum ServerMeasure: CaseIterable {
     var summary: String {
         switch self {
         case .upload: "a 1 GiB multipart upload with curl -F: Counterpart --sync none and full, the C peer, nginx storing the body, dd conv=fsync; MB/s, CPU per GB, peak RSS"
-        case .download: "a 1 GiB download with curl: MB/s, CPU per GB"
+        case .download: "a 1 GiB download with curl: MB/s, CPU per GB, peak RSS"
         case .ranges: "\(ServerFixture.rangeCount) requests of 1 MiB ranges at random offsets of the 1 GiB file, one curl, one connection"
         case .rangeRate: "wrk request rate for a 1,000-byte range (Range: bytes=1000-1999), beside nginx with 1 and 2 workers"
-        case .small: "wrk request rate for a 4 KiB file, beside nginx with 1 and 2 workers"
+        case .small: "wrk request rate for a 4 KiB file, beside nginx with 1 and 2 workers and the C peer: req/s, CPU per request, p99, peak RSS"
         }
     }
 
@@ -146,7 +146,7 @@ struct Comparison {
 /// The figures of one server for one measure.
 struct MeasureResult {
     var figure = Samples()
-    /// Upload: the peak RSS of the server (bytes) during each run.
+    /// The peak RSS of the server (bytes) during each run.
     var peakRSS = Samples()
     /// The server's CPU time (user + system) per unit of work: µs per request for the
     /// request rates, ms per GB for the transfers.
@@ -161,7 +161,6 @@ struct MeasureResult {
 /// What one run gives.
 struct RunFigure {
     var value: Double
-    var peakRSS: Int? = nil
     var note: String? = nil
     /// Requests (wrk) or bytes (curl) the run moved, to divide the server's CPU time by.
     var work: Double = 0
@@ -769,12 +768,18 @@ final class ServerBench {
                         Self.emptyFolder(server.storeFolder)
                         sync()
                     }
+                    let memory = server.memoryProcesses
+                    let resettable = memory.allSatisfy { ProcFS.resetPeakRSS($0) }
                     let cpuBefore = server.treeCPUSeconds
                     let figure = try measureOnce(measure, server: server, fixture: fixture, options: options, warmUp: run == 0)
                     let cpuAfter = server.treeCPUSeconds
+                    let peak = memory.compactMap { ProcFS.statusBytes($0, field: "VmHWM") }.max()
+                    if !resettable, run == 0 {
+                        results[index].notes.append("the peak RSS could not be reset (/proc/PID/clear_refs): not measured")
+                    }
                     if run > 0 {
                         results[index].figure.append(figure.value)
-                        if let peak = figure.peakRSS { results[index].peakRSS.append(Double(peak)) }
+                        if resettable, let peak { results[index].peakRSS.append(Double(peak)) }
                         if figure.work > 0 {
                             results[index].cpu.append(measure.cpuPerUnit(seconds: cpuAfter - cpuBefore, work: figure.work))
                         }
@@ -821,8 +826,6 @@ final class ServerBench {
     /// With `checkContent` (the warm-up), the C peer's stored file is hashed too: its figure
     /// counts only if it stores the bytes sent. Counterpart's answer carries its hash.
     private func upload(_ server: ServerUnderTest, fixture: ServerFixture, checkContent: Bool) throws -> RunFigure {
-        let memory = server.memoryProcesses
-        let resettable = memory.allSatisfy { ProcFS.resetPeakRSS($0) }
         let answerPath = fixture.folder + "/upload-answer"
         defer { unlink(answerPath) }
         // Whatever happens, nothing stored stays.
@@ -832,7 +835,6 @@ final class ServerBench {
             "-s", "-H", "Expect:", "-o", answerPath, "-w", "%{http_code} %{size_upload} %{time_total}",
             "-F", "file=@\(fixture.bigPath)", server.url("/upload"),
         ])
-        let peak = resettable ? memory.compactMap { ProcFS.statusBytes($0, field: "VmHWM") }.max() : nil
         let figures = try curlFigures(result, what: "upload")
         guard figures.count == 3, let status = Int(figures[0]), let sent = Double(figures[1]), let time = Double(figures[2]), time > 0 else {
             throw BenchFailure("curl printed \"\(result.output)\"")
@@ -865,8 +867,7 @@ final class ServerBench {
                 throw BenchFailure("nginx stored \(sizes) bytes; \(format(sent)) sent")
             }
         }
-        return RunFigure(value: sent / time / 1e6, peakRSS: peak,
-                         note: resettable ? nil : "the peak RSS could not be reset (/proc/PID/clear_refs): not measured", work: sent)
+        return RunFigure(value: sent / time / 1e6, work: sent)
     }
 
     /// The `files` of Counterpart's JSON answer to POST /upload: size and SHA-256 of each.
@@ -1030,7 +1031,7 @@ final class ServerBench {
     ) -> String {
         var columns: [(String, Table.Alignment)] = [("server", .left), (measure.unit, .right)]
         if measure == .ranges { columns.append(("req/s", .right)) }
-        if measure == .upload { columns.append(("peak RSS MiB", .right)) }
+        columns.append(("peak RSS MiB", .right))
         columns.append(("server " + measure.cpuUnit, .right))
         if measure.needsWrk { columns.append(("p99 ms", .right)) }
         var table = Table(columns)
@@ -1039,7 +1040,7 @@ final class ServerBench {
             if measure == .ranges {
                 row.append(result.figure.map { $0 * 1e6 / Double(ServerFixture.rangeLength) }.formatted())
             }
-            if measure == .upload { row.append(result.peakRSS.map { $0 / Double(1 << 20) }.formatted(decimals: 1)) }
+            row.append(result.peakRSS.map { $0 / Double(1 << 20) }.formatted(decimals: 1))
             row.append(result.cpu.formatted(decimals: measure.needsWrk ? 1 : 0))
             if measure.needsWrk { row.append(result.p99.formatted(decimals: 2)) }
             table.append(row)
