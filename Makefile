@@ -33,7 +33,8 @@ test:
 # The benchmarks: the parsers beside MHD_PostProcessor in memory, then the release `counterpart`
 # beside nginx (1 and 2 workers) and a C libmicrohttpd server built here from bench/peers/,
 # driven by curl and wrk over 127.0.0.1, and how its cost grows (concurrent uploads, idle
-# connections). About 6-9 minutes on 2 cores; a JSON summary goes to .build/bench/summary.json.
+# connections). About 10 minutes on 2 busy cores (--quick: 2); a JSON summary goes to
+# .build/bench/summary.json.
 # Arguments: make bench BENCH_ARGS="--only server/small,server/scaling" or BENCH_ARGS=--quick.
 BENCH_PEERS := $(patsubst bench/peers/%.c,.build/bench/bin/%,$(wildcard bench/peers/*.c))
 
