@@ -30,13 +30,24 @@ test:
 	scripts/http-fuzz $(HTTP_FUZZ_SMOKE_SECONDS) --binary .build/debug/counterpart --no-build
 	$(MAKE) --no-print-directory fuzz-smoke
 
-# The server benchmarks run the release `counterpart` beside nginx, driven by curl and wrk.
-# Arguments: make bench BENCH_ARGS="--only server/threads".
+# The benchmarks: the parsers beside MHD_PostProcessor in memory, then the release `counterpart`
+# beside nginx (1 and 2 workers) and a C libmicrohttpd server built here from bench/peers/,
+# driven by curl and wrk over 127.0.0.1, and how its cost grows (concurrent uploads, idle
+# connections). About 10 minutes on 2 busy cores (--quick: 2); a JSON summary goes to
+# .build/bench/summary.json.
+# Arguments: make bench BENCH_ARGS="--only server/small,server/scaling" or BENCH_ARGS=--quick.
+BENCH_PEERS := $(patsubst bench/peers/%.c,.build/bench/bin/%,$(wildcard bench/peers/*.c))
+
 bench:
-	@scripts/setup nginx wrk
+	@scripts/setup nginx wrk gcc
+	$(MAKE) --no-print-directory $(BENCH_PEERS)
 	$(SWIFT) build -c release --product counterpart-bench
 	$(SWIFT) build -c release --product counterpart
-	.build/release/counterpart-bench $(BENCH_ARGS)
+	.build/release/counterpart-bench --peers .build/bench/bin --json .build/bench/summary.json $(BENCH_ARGS)
+
+.build/bench/bin/%: bench/peers/%.c
+	@mkdir -p $(@D)
+	gcc -O2 -Wall -Wextra -o $@ $< -lmicrohttpd
 
 # Load and fault scenarios (wrk, curl, raw sockets) against the release server, on loopback.
 # Arguments: make stress STRESS_ARGS="--quick --only uploads,kill9" (--list names them).

@@ -36,27 +36,37 @@ struct BenchOptions {
     var only: [String] = []
     /// Only benchmarks whose key contains one of these substrings (suites decide what a key is).
     var filters: [String] = []
-    /// Timed runs per figure (the median is reported).
-    var runs = 5
-    /// Smaller inputs, for a quick look while developing.
+    /// Timed runs per figure (the median is reported): 3, or 2 with `--quick`, unless given.
+    var runs: Int { explicitRuns ?? (quick ? 2 : 3) }
+    var explicitRuns: Int?
+    /// Smaller inputs and shorter runs, for a smoke run.
     var quick = false
-    /// Seconds of each timed wrk run (server suite).
+    /// Seconds of each timed wrk run (server suite), when given.
     var duration: Int?
-    /// nginx's `worker_processes` (server suite): a number or `auto`.
+    /// Seconds of each timed wrk run: 5, or 2 with `--quick`, unless given.
+    var wrkSeconds: Int { duration ?? (quick ? 2 : 5) }
+    /// nginx's `worker_processes` in the threads section: a number or `auto`.
     var nginxWorkers = "1"
+    /// Where the machine-readable summary goes.
+    var jsonPath = ".build/bench/summary.json"
+    /// Where the C peers built by `make bench` are (`bench/peers/*.c`, compiled with gcc).
+    var peersFolder = ".build/bench/bin"
 
     static let usage = """
         usage: counterpart-bench [--only SUITE[/SECTION][,…]] [--filter KEY[,…]] [--runs N] [--quick] [--list]
-                                 [--duration SECONDS] [--nginx-workers N|auto]
+                                 [--duration SECONDS] [--nginx-workers N|auto] [--json PATH] [--peers DIR]
 
-          --only     run only these suites or sections (e.g. --only parsers, --only parsers/range)
+          --only     run only these suites or sections (e.g. --only parsers, --only server/small,scaling)
           --filter   run only the benchmarks whose key contains one of these strings
                      (e.g. --filter salted; --list shows the keys)
-          --runs     timed runs per figure, default 5 (the median and the min–max are printed)
-          --quick    smaller bodies (1/8 of the size) for a quick look; figures are then indicative only
+          --runs     timed runs per figure, default 3 (2 with --quick); the median and the min–max are printed
+          --quick    a smoke run: bodies 1/8 of their size, 2 s wrk runs, 2 runs; figures are indicative only
           --list     list suites, sections and benchmark keys, and exit
-          --duration       seconds of each timed wrk run in the server suite (default 10; 3 with --quick)
-          --nginx-workers  nginx's worker_processes in the server suite (default 1; a number or auto)
+          --duration       seconds of each timed wrk run in the server suite (default 5; 2 with --quick)
+          --nginx-workers  nginx's worker_processes in the threads section (default 1; a number or auto)
+          --json     where the machine-readable summary is written (default .build/bench/summary.json)
+          --peers    the folder of the compiled C peers (default .build/bench/bin; make bench builds them
+                     from bench/peers/*.c with gcc -O2 -lmicrohttpd)
 
         Sections marked "only when named" in --list run only with --only SUITE/SECTION
         (e.g. --only server/threads).
@@ -97,7 +107,7 @@ struct BenchOptions {
                 options.filters += value(of: flag, inline: inline).split(separator: ",").map(String.init)
             case "--runs":
                 guard let runs = Int(value(of: flag, inline: inline)), runs >= 1 else { fail("--runs needs a positive number") }
-                options.runs = runs
+                options.explicitRuns = runs
             case "--quick":
                 options.quick = true
             case "--duration":
@@ -107,6 +117,10 @@ struct BenchOptions {
                 let workers = value(of: flag, inline: inline)
                 guard workers == "auto" || (Int(workers).map { $0 >= 1 } ?? false) else { fail("--nginx-workers needs a positive number or auto") }
                 options.nginxWorkers = workers
+            case "--json":
+                options.jsonPath = value(of: flag, inline: inline)
+            case "--peers":
+                options.peersFolder = value(of: flag, inline: inline)
             case "--list":
                 list = true
             case "-h", "--help":
@@ -120,14 +134,39 @@ struct BenchOptions {
     }
 }
 
-/// What a section gets: the options, and where to put its target checks.
+/// What a section gets: the options, and where to put its figures and target checks (the
+/// report's last table and the JSON summary).
 final class BenchContext {
     let options: BenchOptions
     private(set) var targets: [TargetCheck] = []
+    private(set) var figures: [FigureRecord] = []
+    private(set) var ratios: [RatioRecord] = []
 
     init(options: BenchOptions) { self.options = options }
 
     func record(_ target: TargetCheck) { targets.append(target) }
+    func record(_ figure: FigureRecord) { figures.append(figure) }
+    func record(_ ratio: RatioRecord) { ratios.append(ratio) }
+}
+
+/// One measured figure of one subject (a server, a parser, a command), for the JSON summary.
+struct FigureRecord {
+    /// `suite/section`, e.g. `server/upload`.
+    let section: String
+    let subject: String
+    let metric: String
+    let unit: String
+    let samples: Samples
+}
+
+/// A ratio of two medians measured in the same run, for the JSON summary.
+struct RatioRecord {
+    let section: String
+    let name: String
+    /// Numerator's median over the denominator's.
+    let ratio: Double
+    let target: String?
+    let passes: Bool?
 }
 
 // MARK: - Timing and statistics

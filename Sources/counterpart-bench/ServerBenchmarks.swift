@@ -1,8 +1,9 @@
-// The server suite: Counterpart end to end over loopback, beside nginx in the same run,
-// with the clients people use (curl, wrk). The release `counterpart` binary and nginx run
-// as child processes, each with a folder of its own under one temporary folder; both
-// serve the same root folder. Everything is stopped and removed at the end, on a failure,
-// and on Ctrl-C.
+// The server suite: Counterpart end to end over loopback, beside nginx and the C
+// libmicrohttpd peer (bench/peers/mhd_upload_server.c) in the same run, with the clients
+// people use (curl, wrk); and how Counterpart's cost grows with concurrent uploads and idle
+// connections (ScalingBenchmarks.swift). The servers run as child processes, each with a
+// folder of its own under one temporary folder; all serve the same root folder. Everything
+// is stopped and removed at the end, on a failure, and on Ctrl-C.
 
 import Foundation
 
@@ -21,6 +22,13 @@ enum ServerBenchmarks {
             }
         }
         sections.append(BenchmarkSection(
+            name: "scaling",
+            summary: "Counterpart with \(ServerBench.concurrencyLevels.map(String.init).joined(separator: ", ")) concurrent uploads, "
+                + "\(format(ServerBench.idleConnections)) idle keep-alive connections, and small GETs while a big upload runs (key: scaling)"
+        ) { context in
+            bench.runScaling(context: context)
+        })
+        sections.append(BenchmarkSection(
             name: "threads",
             summary: "the benchmarks above (keys: \(ServerMeasure.allCases.map(\.key).joined(separator: ", "))) for "
                 + "--threads \(ServerBench.threadModes.map(String.init).joined(separator: ", ")) beside nginx",
@@ -29,7 +37,7 @@ enum ServerBenchmarks {
             bench.runThreadModes(context: context)
         })
         return BenchmarkSuite(
-            name: "server", summary: "Counterpart end to end over loopback beside nginx (curl, wrk)",
+            name: "server", summary: "Counterpart end to end over loopback beside nginx and the C libmicrohttpd peer (curl, wrk)",
             sections: sections, finish: { bench.finish() })
     }
 }
@@ -37,7 +45,7 @@ enum ServerBenchmarks {
 // MARK: - What is measured
 
 enum ServerMeasure: CaseIterable {
-    case upload, download, ranges, rangeRate, small
+    case small, rangeRate, upload, download, ranges
 
     var key: String {
         switch self {
@@ -51,16 +59,51 @@ enum ServerMeasure: CaseIterable {
 
     var summary: String {
         switch self {
-        case .upload: "a 1 GiB multipart upload with curl -F: MB/s, Counterpart's peak RSS, SHA-256 checked"
-        case .download: "a 1 GiB download with curl: MB/s"
+        case .upload: "a 1 GiB multipart upload with curl -F: Counterpart --sync none and full, the C peer, nginx storing the body, dd conv=fsync; MB/s, CPU per GB, peak RSS"
+        case .download: "a 1 GiB download with curl: MB/s, CPU per GB, peak RSS"
         case .ranges: "\(ServerFixture.rangeCount) requests of 1 MiB ranges at random offsets of the 1 GiB file, one curl, one connection"
-        case .rangeRate: "wrk request rate for a 1,000-byte range (Range: bytes=1000-1999)"
-        case .small: "wrk request rate for a 4 KiB file"
+        case .rangeRate: "wrk request rate for a 1,000-byte range (Range: bytes=1000-1999), beside nginx with 1 and 2 workers"
+        case .small: "wrk request rate for a 4 KiB file, beside nginx with 1 and 2 workers and the C peer: req/s, CPU per request, p99, peak RSS"
         }
     }
 
     var needsBigFile: Bool { self == .upload || self == .download || self == .ranges }
     var needsWrk: Bool { self == .rangeRate || self == .small }
+
+    /// The servers measured side by side, Counterpart first.
+    var lineup: [ServerSpec] {
+        switch self {
+        case .small, .rangeRate: [.counterpartDefault, .nginx(workers: "1"), .nginx(workers: "2"), .mhd]
+        case .upload: [.counterpart(threads: nil, sync: "none"), .counterpart(threads: nil, sync: "full"), .mhd, .nginx(workers: "1")]
+        case .download: [.counterpartDefault, .nginx(workers: "1"), .mhd]
+        case .ranges: [.counterpartDefault, .nginx(workers: "1")]
+        }
+    }
+
+    /// The ratios printed under the table, with the issue's targets.
+    var comparisons: [Comparison] {
+        let counterpart = ServerSpec.counterpartDefault
+        let nginx1 = ServerSpec.nginx(workers: "1")
+        switch self {
+        case .small, .rangeRate:
+            return [
+                Comparison(counterpart, .server(nginx1), rateTarget: 0.9, cpuTarget: 1.3),
+                Comparison(counterpart, .server(.nginx(workers: "2")), rateTarget: 0.8),
+                Comparison(counterpart, .server(.mhd)),
+            ]
+        case .upload:
+            let none = ServerSpec.counterpart(threads: nil, sync: "none")
+            let full = ServerSpec.counterpart(threads: nil, sync: "full")
+            return [
+                Comparison(none, .server(.mhd), rateTarget: 0.75),
+                Comparison(none, .server(nginx1), rateTarget: 1.0),
+                Comparison(full, .dd, rateTarget: 0.85),
+                Comparison(full, .server(.mhd)),
+            ]
+        case .download: return [Comparison(counterpart, .server(nginx1), rateTarget: 0.95), Comparison(counterpart, .server(.mhd))]
+        case .ranges: return [Comparison(counterpart, .server(nginx1))]
+        }
+    }
 
     /// The server's CPU time per unit of work, and the unit.
     var cpuUnit: String { needsWrk ? "CPU µs/req" : "CPU ms/GB" }
@@ -75,26 +118,41 @@ enum ServerMeasure: CaseIterable {
         case .rangeRate, .small: "req/s"
         }
     }
+}
 
-    /// Counterpart's share of nginx's figure that the issue asks for.
-    var ratioTarget: Double? {
-        switch self {
-        case .upload: 80
-        case .download: 90
-        case .small: 80
-        case .ranges, .rangeRate: nil
-        }
+/// A ratio of two medians of the same run: `subject`'s over `peer`'s.
+struct Comparison {
+    enum Peer: Equatable {
+        case server(ServerSpec)
+        /// `dd bs=1M count=1024 conv=fsync` on the disk the uploads go to.
+        case dd
+    }
+
+    let subject: ServerSpec
+    let peer: Peer
+    /// The least ratio of the figures (req/s, MB/s) the issue asks for.
+    var rateTarget: Double? = nil
+    /// The most ratio of server CPU per unit of work the issue allows.
+    var cpuTarget: Double? = nil
+
+    init(_ subject: ServerSpec, _ peer: Peer, rateTarget: Double? = nil, cpuTarget: Double? = nil) {
+        self.subject = subject
+        self.peer = peer
+        self.rateTarget = rateTarget
+        self.cpuTarget = cpuTarget
     }
 }
 
 /// The figures of one server for one measure.
 struct MeasureResult {
     var figure = Samples()
-    /// Upload: the peak RSS of the server (bytes) during each run.
+    /// The peak RSS of the server (bytes) during each run.
     var peakRSS = Samples()
     /// The server's CPU time (user + system) per unit of work: µs per request for the
     /// request rates, ms per GB for the transfers.
     var cpu = Samples()
+    /// wrk's 99th percentile latency, in ms.
+    var p99 = Samples()
     var failure: String?
     /// What the client reported beside the figure (e.g. wrk's socket errors), once each.
     var notes: [String] = []
@@ -103,15 +161,15 @@ struct MeasureResult {
 /// What one run gives.
 struct RunFigure {
     var value: Double
-    var peakRSS: Int? = nil
     var note: String? = nil
     /// Requests (wrk) or bytes (curl) the run moved, to divide the server's CPU time by.
     var work: Double = 0
+    var p99Milliseconds: Double? = nil
 }
 
 // MARK: - The files served
 
-/// The folder everything lives in, and the files both servers serve: a 4 KiB file and,
+/// The folder everything lives in, and the files every server serves: a 4 KiB file and,
 /// when there is room, a 1 GiB one of random bytes (1/8 with --quick).
 final class ServerFixture {
     static let rangeCount = 200
@@ -156,8 +214,8 @@ final class ServerFixture {
             throw BenchFailure("cannot write \(smallPath)")
         }
 
-        // The big file, its copy stored by Counterpart and the body stored by nginx, with room
-        // to spare.
+        // The big file, the one copy stored at a time (uploads are removed after each run)
+        // and dd's file, with room to spare.
         let needed = UInt64(4 * bigSize)
         let free = ProcFS.freeBytes(at: folder) ?? 0
         guard free >= needed else {
@@ -198,6 +256,26 @@ final class ServerFixture {
         }
     }
 
+    /// Copies the first `size` bytes of the big file to `path`; returns their SHA-256 (hex).
+    func writePrefix(of size: Int, to path: String) throws -> String {
+        guard let input = FileHandle(forReadingAtPath: bigPath) else { throw BenchFailure("cannot read \(bigPath)") }
+        defer { try? input.close() }
+        guard FileManager.default.createFile(atPath: path, contents: nil), let output = FileHandle(forWritingAtPath: path) else {
+            throw BenchFailure("cannot create \(path)")
+        }
+        defer { try? output.close() }
+        var remaining = size
+        while remaining > 0, let chunk = try input.read(upToCount: min(remaining, 4 << 20)), !chunk.isEmpty {
+            try output.write(contentsOf: chunk)
+            remaining -= chunk.count
+        }
+        let digest = try runCommand(findExecutable("sha256sum") ?? "/usr/bin/sha256sum", [path])
+        guard remaining == 0, digest.status == 0, let hex = digest.output.split(separator: " ").first, hex.count == 64 else {
+            throw BenchFailure("cannot copy \(size) bytes to \(path) and hash them: \(digest.errorOutput)")
+        }
+        return String(hex)
+    }
+
     /// The bytes `first...last` of the big file (or of the small one).
     func slice(ofBig big: Bool, first: Int, last: Int) -> [UInt8]? {
         if !big { return Array(smallBytes[first...last]) }
@@ -213,218 +291,23 @@ final class ServerFixture {
     }
 }
 
-// MARK: - The servers
-
-/// A server under test, running as a child process.
-final class ServerUnderTest {
-    enum Kind {
-        case counterpart(threads: Int?)
-        case nginx(workers: String)
-    }
-
-    let kind: Kind
-    let label: String
-    let port: UInt16
-    /// Where uploads end up: Counterpart's uploads folder, nginx's client_body_temp_path.
-    let storeFolder: String
-    let logPath: String
-    private let process: Process
-    private let outputPipe: Pipe?
-    private var stopped = false
-
-    var isCounterpart: Bool { if case .counterpart = kind { true } else { false } }
-    var pid: Int32 { process.processIdentifier }
-    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
-
-    private init(kind: Kind, label: String, port: UInt16, storeFolder: String, logPath: String, process: Process, outputPipe: Pipe?) {
-        self.kind = kind
-        self.label = label
-        self.port = port
-        self.storeFolder = storeFolder
-        self.logPath = logPath
-        self.process = process
-        self.outputPipe = outputPipe
-    }
-
-    /// The processes whose memory is the server's: Counterpart, or nginx's workers.
-    var memoryProcesses: [Int32] {
-        isCounterpart ? [pid] : ProcFS.children(of: pid)
-    }
-
-    var isRunning: Bool { process.isRunning }
-
-    /// The last lines of the server's stderr (Counterpart) or error log (nginx).
-    func logTail() -> String {
-        guard let text = MachineContext.readTextFile(logPath), !text.isEmpty else { return "(empty log)" }
-        return text.split(separator: "\n").suffix(5).joined(separator: " | ")
-    }
-
-    /// Starts `counterpart --port 0 --root ROOT --uploads FOLDER/uploads --quiet [--threads N]`
-    /// and reads its port from the first line it prints.
-    static func startCounterpart(binary: String, threads: Int?, label: String, root: String, folder: String) throws -> ServerUnderTest {
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let uploads = folder + "/uploads"
-        let logPath = folder + "/counterpart.log"
-        guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw BenchFailure("cannot create \(logPath)") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["--port", "0", "--root", root, "--uploads", uploads, "--quiet"]
-            + (threads.map { ["--threads", String($0)] } ?? [])
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle(forWritingAtPath: logPath)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        CleanupRegistry.shared.add(process: process.processIdentifier, stopSignal: SIGTERM)
-        var server: ServerUnderTest? = nil
-        defer { if server == nil { stop(process, label: label, graceSeconds: 0) } }
-
-        // "listening on http://127.0.0.1:PORT"
-        let line = readLine(from: output.fileHandleForReading.fileDescriptor, seconds: 15)
-        guard let line, line.hasPrefix("listening on "), let colon = line.lastIndex(of: ":"),
-              let port = UInt16(line[line.index(after: colon)...].prefix { $0.isNumber }) else {
-            let log = MachineContext.readTextFile(logPath) ?? ""
-            throw BenchFailure("\(label) did not start (first line: \(line.map { "\"\($0)\"" } ?? "none")); stderr: \(log)")
-        }
-        server = ServerUnderTest(kind: .counterpart(threads: threads), label: label, port: port, storeFolder: uploads,
-                                 logPath: logPath, process: process, outputPipe: output)
-        return server!
-    }
-
-    /// Starts nginx with a configuration of its own in `folder`, on a free loopback port.
-    static func startNginx(binary: String, workers: String, root: String, folder: String) throws -> ServerUnderTest {
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o755])
-        let label = "nginx (worker_processes \(workers))"
-        let logPath = folder + "/error.log"
-        var lastProblem = ""
-        // A port free a moment ago may be taken by the time nginx binds it: try a few.
-        for _ in 0..<5 {
-            guard let port = LoopbackPort.free() else { throw BenchFailure("no free loopback port") }
-            let configuration = nginxConfiguration(workers: workers, root: root, folder: folder, port: port)
-            let configurationPath = folder + "/nginx.conf"
-            try configuration.write(toFile: configurationPath, atomically: true, encoding: .utf8)
-            try? FileManager.default.removeItem(atPath: logPath)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["-c", configurationPath, "-p", folder, "-e", logPath]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            CleanupRegistry.shared.add(process: process.processIdentifier, stopSignal: SIGTERM)
-            let deadline = monotonicNanoseconds() + 10_000_000_000
-            while process.isRunning, !LoopbackPort.accepts(port), monotonicNanoseconds() < deadline { usleep(10_000) }
-            if process.isRunning, LoopbackPort.accepts(port) {
-                return ServerUnderTest(kind: .nginx(workers: workers), label: label, port: port, storeFolder: folder + "/body",
-                                       logPath: logPath, process: process, outputPipe: nil)
-            }
-            stop(process, label: label, graceSeconds: 0)
-            lastProblem = MachineContext.readTextFile(logPath) ?? "no error log"
-            guard lastProblem.contains("Address already in use") else { break }
-        }
-        throw BenchFailure("nginx did not start: \(lastProblem)")
-    }
-
-    /// nginx as a file server: 1 worker by default, no access log, sendfile. POST /upload is
-    /// read into a file that is kept (`client_body_in_file_only on`): the request body is
-    /// read by the proxy module (nginx reads a body only for a handler that wants it), then
-    /// a bodiless request to this same server answers 204.
-    static func nginxConfiguration(workers: String, root: String, folder: String, port: UInt16) -> String {
-        """
-        # Written by counterpart-bench; removed at the end of the run.
-        daemon off;
-        master_process on;
-        worker_processes \(workers);
-        pid \(folder)/nginx.pid;
-        error_log \(folder)/error.log warn;
-        events { worker_connections 4096; }
-        http {
-            access_log off;
-            sendfile on;
-            tcp_nopush on;
-            keepalive_requests 1000000;
-            default_type application/octet-stream;
-            client_body_temp_path \(folder)/body;
-            proxy_temp_path \(folder)/proxy;
-            fastcgi_temp_path \(folder)/fastcgi;
-            uwsgi_temp_path \(folder)/uwsgi;
-            scgi_temp_path \(folder)/scgi;
-            server {
-                listen 127.0.0.1:\(port);
-                server_name localhost;
-                root \(root);
-                location = /upload {
-                    client_body_in_file_only on;
-                    client_max_body_size 2g;
-                    proxy_pass http://127.0.0.1:\(port)/stored;
-                    proxy_pass_request_body off;
-                    proxy_set_header Content-Length "";
-                    proxy_set_header Content-Type "";
-                }
-                location = /stored { return 204; }
-            }
-        }
-
-        """
-    }
-
-    /// Stops the server: SIGTERM, then SIGKILL (with nginx's workers) if it lingers.
-    func stop() {
-        guard !stopped else { return }
-        stopped = true
-        Self.stop(process, label: label, graceSeconds: 10)
-        try? outputPipe?.fileHandleForReading.close()
-    }
-
-    private static func stop(_ process: Process, label: String, graceSeconds: Double) {
-        let pid = process.processIdentifier
-        let children = ProcFS.children(of: pid)
-        if process.isRunning { kill(pid, SIGTERM) }
-        if !waitForExit(process, seconds: max(graceSeconds, 1)) {
-            printError("  [server] \(label) (pid \(pid)) did not stop after SIGTERM: killing it")
-            kill(pid, SIGKILL)
-            _ = waitForExit(process, seconds: 5)
-        }
-        for child in children where ProcFS.isAlive(child) { kill(child, SIGKILL) }
-        CleanupRegistry.shared.remove(process: pid)
-    }
-
-    deinit { stop() }
-
-    /// One line from `descriptor`, waiting at most `seconds`; nil at EOF or on time-out.
-    private static func readLine(from descriptor: Int32, seconds: Double) -> String? {
-        var bytes: [UInt8] = []
-        let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
-        while monotonicNanoseconds() < deadline {
-            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&poller, 1, 100)
-            if ready < 0, errno != EINTR { return nil }
-            guard ready > 0 else { continue }
-            var byte: UInt8 = 0
-            let count = read(descriptor, &byte, 1)
-            if count == 0 { return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self) }
-            if count < 0 { if errno == EINTR { continue } else { return nil } }
-            if byte == 0x0A { return String(decoding: bytes, as: UTF8.self) }
-            bytes.append(byte)
-        }
-        return nil
-    }
-}
-
 // MARK: - The suite
 
 final class ServerBench {
     static let threadModes = [0, 1, 2, 4]
     static let wrkThreads = 2
     static let wrkConnections = 64
+    static let concurrencyLevels = [1, 16, 64, 256]
+    static let idleConnections = 1_000
 
-    private var fixture: ServerFixture?
+    private(set) var fixture: ServerFixture?
     private var fixtureFailure: String?
-    private var curl: String?
-    private var wrk: String?
+    private(set) var curl: String?
+    private(set) var wrk: String?
     private var nginx: String?
-    private var counterpart: String?
+    private(set) var counterpart: String?
+    private var mhd: String?
+    private var dd: String?
     private var defaultThreads: String?
     private var announced = false
 
@@ -433,37 +316,45 @@ final class ServerBench {
     // MARK: Set-up
 
     /// Finds the tools and makes the files, once per run. False when nothing can run.
-    private func prepare(_ options: BenchOptions) -> Bool {
+    func prepare(_ options: BenchOptions) -> Bool {
         if !announced {
             announced = true
             CleanupRegistry.shared.installSignalHandlers()
+            raiseDescriptorLimit()
             curl = findExecutable("curl")
             wrk = findExecutable("wrk")
             nginx = findExecutable("nginx")
+            dd = findExecutable("dd")
             let candidate = executableFolder() + "/counterpart"
             counterpart = access(candidate, X_OK) == 0 ? candidate : nil
+            let peer = options.peersFolder + "/mhd_upload_server"
+            mhd = access(peer, X_OK) == 0 ? peer : nil
             if let counterpart, let help = try? runCommand(counterpart, ["--help"], timeout: 10) {
-                // "--threads N   threads polling connections (default 4; 0: one per connection)"
-                if let range = help.output.range(of: "threads polling connections (default ") {
-                    defaultThreads = String(help.output[range.upperBound...].prefix { $0.isNumber })
+                // "--threads N   threads serving connections (default 4; 0: one per connection)"
+                if let range = help.output.range(of: "connections (default ") ?? help.errorOutput.range(of: "connections (default ") {
+                    let text = help.output.isEmpty ? help.errorOutput : help.output
+                    defaultThreads = String(text[range.upperBound...].prefix { $0.isNumber })
                 }
             }
             let nginxVersion = nginx.flatMap { try? runCommand($0, ["-v"], timeout: 10) }
                 .map { ($0.errorOutput + $0.output).trimmingCharacters(in: .whitespacesAndNewlines) }
             let wrkVersion = wrk.flatMap { try? runCommand($0, ["--version"], timeout: 10) }
                 .flatMap { ($0.output + $0.errorOutput).split(separator: "\n").first.map { String($0.prefix(40)) } }
+            let threadsText = defaultThreads.map { "\($0) threads" } ?? "its default threads"
             print("""
 
-                Server suite: Counterpart and nginx over loopback (127.0.0.1), started and stopped by this run
-                  counterpart: \(counterpart ?? "NOT FOUND beside counterpart-bench: build it with `swift build -c release --product counterpart` (make bench does)")
-                  nginx:       \(nginx.map { "\($0) (\(nginxVersion ?? "?")), worker_processes \(options.nginxWorkers)" } ?? "NOT FOUND: install it with `scripts/setup nginx wrk` (make bench does); Counterpart runs alone")
+                Server suite: Counterpart beside nginx and a C libmicrohttpd server, over loopback (127.0.0.1), started and stopped by this run
+                  counterpart: \(counterpart.map { "\($0) (\(threadsText), --quiet)" } ?? "NOT FOUND beside counterpart-bench: build it with `swift build -c release --product counterpart` (make bench does)")
+                  nginx:       \(nginx.map { "\($0) (\(nginxVersion ?? "?")), 1 and 2 workers" } ?? "NOT FOUND: install it with `scripts/setup nginx wrk` (make bench does); its rows are skipped")
+                  C peer:      \(mhd.map { "\($0) (bench/peers/mhd_upload_server.c: libmicrohttpd \(libmicrohttpdVersion()), MHD_PostProcessor, 2 threads, epoll)" } ?? "NOT FOUND in \(options.peersFolder): make bench builds it with gcc; its rows are skipped")
                   curl:        \(curl ?? "NOT FOUND")
                   wrk:         \(wrk.map { "\($0) (\(wrkVersion ?? "?")), \(Self.wrkThreads) threads, \(Self.wrkConnections) connections, \(duration(options)) s per run (2 s warm-up)" } ?? "NOT FOUND: the request-rate benchmarks are skipped")
-                  nginx setup: access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000; no open_file_cache;
+                  nginx setup: access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000; reuseport; no open_file_cache;
                                POST /upload stored with client_body_in_file_only on (read by proxy_pass to a bodiless 204)
                   client and servers share the \(MachineContext.processorCount()) CPUs; runs alternate between the servers
-                  server CPU:  user + system time of the server's processes (Counterpart; nginx's workers) during a run, per
-                               request or per GB (10^9 B): less disturbed by other load on the machine than the rates
+                  server CPU:  user + system time of the server's process tree (nginx: master and workers; with reaped children)
+                               from /proc/PID/stat during a run, per request or per GB (10^9 B): less disturbed by other load than the rates
+                  peak RSS:    VmHWM of the server's process (nginx: its worker), reset (clear_refs) before each run
                 """)
             flushOutput()
             if counterpart != nil, curl != nil {
@@ -490,44 +381,79 @@ final class ServerBench {
         return fixture != nil
     }
 
-    private func duration(_ options: BenchOptions) -> Int { options.duration ?? (options.quick ? 3 : 10) }
+    /// The libmicrohttpd the C peer was built with, as pkg-config names it.
+    private func libmicrohttpdVersion() -> String {
+        guard let pkgConfig = findExecutable("pkg-config"),
+              let result = try? runCommand(pkgConfig, ["--modversion", "libmicrohttpd"], timeout: 10), result.status == 0 else { return "?" }
+        return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// 1,000 idle connections and 256 uploads at once need more descriptors than the
+    /// usual soft limit of 1,024: the soft limit is raised to the hard one (the servers,
+    /// started after this, inherit it).
+    private func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    func duration(_ options: BenchOptions) -> Int { options.wrkSeconds }
 
     func finish() {
         fixture?.remove()
         fixture = nil
     }
 
-    private func counterpartLabel(threads: Int?) -> String {
-        switch threads {
-        case nil: return "Counterpart, default (\(defaultThreads.map { "\($0) polling threads" } ?? "--threads not given"))"
-        case 0: return "Counterpart --threads 0 (thread per connection)"
-        case 1: return "Counterpart --threads 1 (1 polling thread)"
-        case let threads?: return "Counterpart --threads \(threads) (\(threads) polling threads)"
+    private func label(_ spec: ServerSpec) -> String {
+        switch spec {
+        case .counterpart(let threads, let sync):
+            let syncText = sync.map { " --sync \($0)" } ?? ""
+            switch threads {
+            case nil: return "Counterpart" + syncText
+            case 0: return "Counterpart --threads 0 (thread per connection)" + syncText
+            case let threads?: return "Counterpart --threads \(threads)" + syncText
+            }
+        case .nginx(let workers): return "nginx, \(workers) worker\(workers == "1" ? "" : "s")"
+        case .mhd: return "C libmicrohttpd + MHD_PostProcessor"
         }
     }
 
-    /// Starts the servers; stops those started if one fails.
-    private func startServers(counterpartThreads: [Int?], options: BenchOptions, fixture: ServerFixture) throws -> [ServerUnderTest] {
+    /// Starts the servers of `specs` that are installed (a missing one is listed in
+    /// `missing`); stops those started if one fails.
+    func startServers(_ specs: [ServerSpec], fixture: ServerFixture, counterpartExtra: [String] = [])
+        throws -> (servers: [ServerUnderTest], missing: [String]) {
         var servers: [ServerUnderTest] = []
+        var missing: [String] = []
         var done = false
         defer { if !done { servers.forEach { $0.stop() } } }
-        for threads in counterpartThreads {
-            let name = threads.map { "counterpart-threads-\($0)" } ?? "counterpart-default"
-            servers.append(try ServerUnderTest.startCounterpart(
-                binary: counterpart!, threads: threads, label: counterpartLabel(threads: threads),
-                root: fixture.root, folder: fixture.folder + "/" + name))
-        }
-        if let nginx {
-            servers.append(try ServerUnderTest.startNginx(
-                binary: nginx, workers: options.nginxWorkers, root: fixture.root,
-                folder: fixture.folder + "/nginx-\(options.nginxWorkers)"))
+        for spec in specs {
+            let folder = fixture.folder + "/" + spec.key
+            switch spec {
+            case .counterpart(let threads, let sync):
+                servers.append(try ServerUnderTest.startCounterpart(
+                    binary: counterpart!, threads: threads, sync: sync, extra: counterpartExtra, label: label(spec),
+                    root: fixture.root, folder: folder))
+            case .nginx(let workers):
+                guard let nginx else {
+                    missing.append("\(label(spec)): nginx is not installed")
+                    continue
+                }
+                servers.append(try ServerUnderTest.startNginx(binary: nginx, workers: workers, root: fixture.root, folder: folder))
+            case .mhd:
+                guard let mhd else {
+                    missing.append("\(label(spec)): not built (make bench compiles bench/peers/mhd_upload_server.c)")
+                    continue
+                }
+                servers.append(try ServerUnderTest.startMHD(binary: mhd, root: fixture.root, folder: folder))
+            }
         }
         // The servers must serve the same bytes, whole and in ranges.
         for server in servers {
             try checkServes(server, fixture: fixture)
         }
         done = true
-        return servers
+        return (servers, missing)
     }
 
     private func checkServes(_ server: ServerUnderTest, fixture: ServerFixture) throws {
@@ -552,7 +478,7 @@ final class ServerBench {
 
     // MARK: Sections
 
-    /// One measure, Counterpart in its default mode beside nginx, with the issue's target.
+    /// One measure: its line-up side by side, the ratios and the issue's targets.
     func runComparison(_ measure: ServerMeasure, context: BenchContext) {
         let options = context.options
         guard options.wants(key: measure.key) else { return }
@@ -571,43 +497,145 @@ final class ServerBench {
         }
         let servers: [ServerUnderTest]
         do {
-            servers = try startServers(counterpartThreads: [nil], options: options, fixture: fixture)
+            let started = try startServers(measure.lineup, fixture: fixture)
+            servers = started.servers
+            for missing in started.missing { print("  not measured: \(missing)") }
         } catch {
             print("  FAILED to start the servers: \(error)")
             return
         }
         defer { servers.forEach { $0.stop() } }
 
-        let results = measureAll(measure, servers: servers, fixture: fixture, options: options)
-        print(render(measure, servers: servers, results: results))
+        // The sync-full reference: what the disk the uploads go to writes with an fsync at the end.
+        var ddRates = Samples()
+        var ddFailure: String?
+        // dd needs no warm-up: it runs after each timed round only.
+        let eachRound: ((Int) -> Void)? = measure != .upload ? nil : { [self] run in
+            guard run > 0, ddFailure == nil else { return }
+            printError("  [server/upload] dd conv=fsync: run \(run)/\(options.runs)…")
+            do {
+                ddRates.append(try ddWithFsync(fixture: fixture))
+            } catch {
+                ddFailure = "\(error)"
+            }
+        }
+        let results = measureAll(measure, servers: servers, fixture: fixture, options: options, eachRound: eachRound)
+        print(render(measure, servers: servers, results: results, dd: measure == .upload ? (ddRates, fixture.bigSize) : nil))
         for (server, result) in zip(servers, results) {
+            if let note = server.note { print("  \(server.label): \(note)") }
             if let failure = result.failure { print("  \(server.label): FAILED: \(failure)") }
             for note in result.notes { print("  \(server.label): \(note)") }
         }
+        if let ddFailure { print("  dd: FAILED: \(ddFailure)") }
+        record(measure, servers: servers, results: results, dd: ddRates, context: context)
+        compare(measure, servers: servers, results: results, dd: ddRates, fixture: fixture, context: context)
+    }
 
-        // The ratio, and the issue's targets.
-        guard let counterpartIndex = servers.firstIndex(where: \.isCounterpart) else { return }
-        let counterpartResult = results[counterpartIndex]
-        if let nginxIndex = servers.firstIndex(where: { !$0.isCounterpart }),
-           !counterpartResult.figure.isEmpty, !results[nginxIndex].figure.isEmpty {
-            let ratio = 100 * counterpartResult.figure.median / results[nginxIndex].figure.median
-            let verdict = measure.ratioTarget.map { ratio >= $0 ? "PASS (target ≥ \(format($0)) %)" : "BELOW (target ≥ \(format($0)) %)" }
-                ?? "(no target set)"
-            print("  Counterpart/nginx: \(format(ratio, decimals: 1)) % of nginx's median \(verdict)")
-            if let target = measure.ratioTarget {
-                context.record(TargetCheck(
-                    name: "\(shortTitle(measure, fixture: fixture)): Counterpart/nginx", measured: ratio, target: target,
-                    unit: "% of nginx", source: "issue; nginx \(options.nginxWorkers) worker(s), same run"))
+    /// The figures of each server, for the JSON summary.
+    private func record(_ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], dd: Samples, context: BenchContext) {
+        let section = "server/\(measure.key)"
+        for (server, result) in zip(servers, results) {
+            context.record(FigureRecord(section: section, subject: server.label, metric: "rate", unit: measure.unit, samples: result.figure))
+            context.record(FigureRecord(section: section, subject: server.label, metric: "server CPU", unit: measure.cpuUnit, samples: result.cpu))
+            if !result.peakRSS.isEmpty {
+                context.record(FigureRecord(section: section, subject: server.label, metric: "peak RSS", unit: "MiB",
+                                            samples: result.peakRSS.map { $0 / Double(1 << 20) }))
+            }
+            if !result.p99.isEmpty {
+                context.record(FigureRecord(section: section, subject: server.label, metric: "p99 latency", unit: "ms", samples: result.p99))
             }
         }
-        if measure == .upload, !counterpartResult.peakRSS.isEmpty {
+        if !dd.isEmpty {
+            context.record(FigureRecord(section: section, subject: "dd bs=1M conv=fsync", metric: "rate", unit: "MB/s", samples: dd))
+        }
+    }
+
+    /// The ratios of the measure's comparisons, checked against the issue's targets.
+    private func compare(
+        _ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], dd: Samples, fixture: ServerFixture,
+        context: BenchContext
+    ) {
+        let section = "server/\(measure.key)"
+        func result(_ spec: ServerSpec) -> (ServerUnderTest, MeasureResult)? {
+            guard let index = servers.firstIndex(where: { $0.spec == spec }), !results[index].figure.isEmpty else { return nil }
+            return (servers[index], results[index])
+        }
+        var lines: [String] = []
+        for comparison in measure.comparisons {
+            guard let (subject, subjectResult) = result(comparison.subject) else { continue }
+            let peerLabel: String
+            let peerFigure: Samples
+            var peerCPU = Samples()
+            switch comparison.peer {
+            case .server(let spec):
+                guard let (peer, peerResult) = result(spec) else { continue }
+                peerLabel = peer.shortLabel
+                peerFigure = peerResult.figure
+                peerCPU = peerResult.cpu
+            case .dd:
+                guard !dd.isEmpty else { continue }
+                peerLabel = "dd conv=fsync"
+                peerFigure = dd
+            }
+            let ratio = subjectResult.figure.median / peerFigure.median
+            let name = "\(subject.shortLabel) / \(peerLabel), \(measure.unit)"
+            let passes = comparison.rateTarget.map { ratio >= $0 }
+            let targetText = comparison.rateTarget.map { "≥ \(format($0, decimals: 2))×" }
+            lines.append("\(name): \(format(ratio, decimals: 2))×" + (targetText.map { " (target \($0): \(passes! ? "PASS" : "BELOW"))" } ?? ""))
+            context.record(RatioRecord(section: section, name: name, ratio: ratio, target: targetText, passes: passes))
+            if let target = comparison.rateTarget {
+                context.record(TargetCheck(
+                    name: "\(shortTitle(measure, fixture: fixture)): \(subject.shortLabel) / \(peerLabel)", measured: 100 * ratio,
+                    target: 100 * target, unit: "%", source: "issue; same run"))
+            }
+            if !subjectResult.cpu.isEmpty, !peerCPU.isEmpty {
+                let cpuRatio = subjectResult.cpu.median / peerCPU.median
+                let cpuName = "\(subject.shortLabel) / \(peerLabel), server \(measure.cpuUnit)"
+                let cpuPasses = comparison.cpuTarget.map { cpuRatio <= $0 }
+                let cpuTargetText = comparison.cpuTarget.map { "≤ \(format($0, decimals: 2))×" }
+                lines.append("\(cpuName): \(format(cpuRatio, decimals: 2))×"
+                    + (cpuTargetText.map { " (target \($0): \(cpuPasses! ? "PASS" : "BELOW"))" } ?? ""))
+                context.record(RatioRecord(section: section, name: cpuName, ratio: cpuRatio, target: cpuTargetText, passes: cpuPasses))
+                if let target = comparison.cpuTarget {
+                    context.record(TargetCheck(
+                        name: "\(shortTitle(measure, fixture: fixture)): CPU per request, \(subject.shortLabel) / \(peerLabel)",
+                        measured: 100 * cpuRatio, target: 100 * target, unit: "%", source: "issue; same run", comparison: .below))
+                }
+            }
+        }
+        if !lines.isEmpty {
+            print("  Ratios of the medians:")
+            for line in lines { print("    " + line) }
+        }
+        if measure == .upload, let (server, counterpartResult) = result(.counterpart(threads: nil, sync: "none")),
+           !counterpartResult.peakRSS.isEmpty {
             let peak = counterpartResult.peakRSS.max / Double(1 << 20)
-            print("  Counterpart peak RSS (VmHWM) over the runs: \(format(peak, decimals: 1)) MiB "
+            print("  \(server.label): peak RSS (VmHWM) over the runs \(format(peak, decimals: 1)) MiB "
                 + (peak < 64 ? "PASS (target < 64 MiB)" : "BELOW (target < 64 MiB)"))
             context.record(TargetCheck(
                 name: "\(shortTitle(measure, fixture: fixture)): Counterpart peak RSS (largest of the runs)",
                 measured: peak, target: 64, unit: "MiB", source: "issue, whatever the file size", comparison: .below))
         }
+    }
+
+    /// Writes the size of the big file with `dd if=/dev/zero bs=1M conv=fsync` next to the
+    /// uploads folders (the same disk) and returns dd's MB/s (bytes over its own time,
+    /// fsync included).
+    private func ddWithFsync(fixture: ServerFixture) throws -> Double {
+        guard let dd else { throw BenchFailure("dd is not installed") }
+        let path = fixture.folder + "/dd-fsync.bin"
+        defer { unlink(path) }
+        sync()
+        let result = try runCommand(dd, ["if=/dev/zero", "of=\(path)", "bs=1M", "count=\(fixture.bigSize >> 20)", "conv=fsync"])
+        guard result.status == 0 else { throw BenchFailure("dd failed: \(result.errorOutput.prefix(300))") }
+        // "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 3.85 s, 279 MB/s"
+        guard let line = result.errorOutput.split(separator: "\n").first(where: { $0.contains(" copied, ") }),
+              let bytes = Double(line.prefix { $0.isNumber }),
+              let secondsText = line.components(separatedBy: " copied, ").last?.split(separator: " ").first,
+              let seconds = Double(secondsText.replacingOccurrences(of: ",", with: ".")), seconds > 0 else {
+            throw BenchFailure("dd printed \"\(result.errorOutput.prefix(300))\"")
+        }
+        return bytes / seconds / 1e6
     }
 
     /// Every measure for each thread mode of Counterpart, beside nginx, then a summary.
@@ -628,7 +656,8 @@ final class ServerBench {
         guard ready, let fixture else { return }
         let servers: [ServerUnderTest]
         do {
-            servers = try startServers(counterpartThreads: Self.threadModes, options: options, fixture: fixture)
+            let specs = Self.threadModes.map { ServerSpec.counterpart(threads: $0, sync: nil) } + [.nginx(workers: options.nginxWorkers)]
+            servers = try startServers(specs, fixture: fixture).servers
         } catch {
             print("  FAILED to start the servers: \(error)")
             return
@@ -643,8 +672,8 @@ final class ServerBench {
                 continue
             }
             print("    load avg:  \(MachineContext.loadAverage())")
-            let results = measureAll(measure, servers: servers, fixture: fixture, options: options)
-            print(render(measure, servers: servers, results: results, indent: "    "))
+            let results = measureAll(measure, servers: servers, fixture: fixture, options: options, eachRound: nil)
+            print(render(measure, servers: servers, results: results, dd: nil, indent: "    "))
             for (server, result) in zip(servers, results) {
                 if let failure = result.failure { print("    \(server.label): FAILED: \(failure)") }
                 for note in result.notes { print("    \(server.label): \(note)") }
@@ -683,16 +712,17 @@ final class ServerBench {
 
     private func title(_ measure: ServerMeasure, options: BenchOptions) -> String {
         let big = formatBytes(options.quick ? (1 << 30) / 8 : 1 << 30)
-        let wrkLine = "wrk -t\(Self.wrkThreads) -c\(Self.wrkConnections) -d\(duration(options))s"
+        let wrkLine = "wrk -t\(Self.wrkThreads) -c\(Self.wrkConnections) -d\(duration(options))s --latency"
         switch measure {
         case .upload:
-            return "Upload: \(big) multipart body, curl -s -F file=@\(ServerFixture.bigName) POST /upload; MB/s of body (MB = 10^6 B); "
-                + "peak RSS = VmHWM of the server (nginx: its worker), reset before each run; median [min–max] of \(options.runs) run(s)"
+            return "Upload: \(big) multipart body, curl -s -H 'Expect:' -F file=@\(ServerFixture.bigName) POST /upload; MB/s of body (MB = 10^6 B); "
+                + "the stored file checked (Counterpart: size and SHA-256 of its answer; the C peer: size, and its SHA-256 after the warm-up; nginx: the body's size); "
+                + "folders emptied and sync(2) before each run; median [min–max] of \(options.runs) run(s)"
         case .download:
             return "Download: GET /\(ServerFixture.bigName) (\(big)) with curl -s -o /dev/null; MB/s; median [min–max] of \(options.runs) run(s)"
         case .ranges:
             return "Ranges: \(ServerFixture.rangeCount) × GET /\(ServerFixture.bigName) with Range of 1 MiB at random offsets (the same ones "
-                + "for both), one curl process, one kept-alive connection; MB/s and req/s over curl's time_total; median [min–max] of \(options.runs) run(s)"
+                + "for all), one curl process, one kept-alive connection; MB/s and req/s over curl's time_total; median [min–max] of \(options.runs) run(s)"
         case .rangeRate:
             return "Range rate: \(wrkLine) GET /\(ServerFixture.bigName) with Range: bytes=1000-1999 (1,000 bytes); req/s; median [min–max] of \(options.runs) run(s)"
         case .small:
@@ -702,11 +732,11 @@ final class ServerBench {
 
     private func shortTitle(_ measure: ServerMeasure, fixture: ServerFixture) -> String {
         switch measure {
-        case .upload: "\(formatBytes(fixture.bigSize)) multipart upload"
+        case .upload: "\(formatBytes(fixture.bigSize)) upload"
         case .download: "\(formatBytes(fixture.bigSize)) download"
         case .ranges: "1 MiB ranges"
         case .rangeRate: "1,000-byte range rate"
-        case .small: "\(formatBytes(ServerFixture.smallSize)) file rate"
+        case .small: "\(formatBytes(ServerFixture.smallSize)) GET rate"
         }
     }
 
@@ -719,8 +749,12 @@ final class ServerBench {
     // MARK: Measuring
 
     /// Run 0 warms up; the runs alternate the order of the servers, so that a noisy
-    /// neighbour or leftover writeback slows them alike.
-    private func measureAll(_ measure: ServerMeasure, servers: [ServerUnderTest], fixture: ServerFixture, options: BenchOptions) -> [MeasureResult] {
+    /// neighbour or leftover writeback slows them alike. `eachRound` runs after each round
+    /// (a reference measured in the same rhythm, e.g. dd).
+    private func measureAll(
+        _ measure: ServerMeasure, servers: [ServerUnderTest], fixture: ServerFixture, options: BenchOptions,
+        eachRound: ((Int) -> Void)?
+    ) -> [MeasureResult] {
         var results = servers.map { _ in MeasureResult() }
         for run in 0...options.runs {
             let order = run % 2 == 0 ? Array(servers.indices) : servers.indices.reversed()
@@ -729,22 +763,34 @@ final class ServerBench {
                 printError("  [server/\(measure.key)] \(server.label): \(run == 0 ? "warm-up" : "run \(run)/\(options.runs)")…")
                 do {
                     guard server.isRunning else { throw BenchFailure("the server has exited; its log: \(server.logTail())") }
-                    let cpuProcesses = server.memoryProcesses
-                    let cpuBefore = cpuProcesses.compactMap(ProcFS.cpuSeconds).reduce(0, +)
+                    if measure == .upload {
+                        // No dirty pages of an earlier run are written back during this one.
+                        Self.emptyFolder(server.storeFolder)
+                        sync()
+                    }
+                    let memory = server.memoryProcesses
+                    let resettable = memory.allSatisfy { ProcFS.resetPeakRSS($0) }
+                    let cpuBefore = server.treeCPUSeconds
                     let figure = try measureOnce(measure, server: server, fixture: fixture, options: options, warmUp: run == 0)
-                    let cpuAfter = cpuProcesses.compactMap(ProcFS.cpuSeconds).reduce(0, +)
+                    let cpuAfter = server.treeCPUSeconds
+                    let peak = memory.compactMap { ProcFS.statusBytes($0, field: "VmHWM") }.max()
+                    if !resettable, run == 0 {
+                        results[index].notes.append("the peak RSS could not be reset (/proc/PID/clear_refs): not measured")
+                    }
                     if run > 0 {
                         results[index].figure.append(figure.value)
-                        if let peak = figure.peakRSS { results[index].peakRSS.append(Double(peak)) }
+                        if resettable, let peak { results[index].peakRSS.append(Double(peak)) }
                         if figure.work > 0 {
                             results[index].cpu.append(measure.cpuPerUnit(seconds: cpuAfter - cpuBefore, work: figure.work))
                         }
+                        if let p99 = figure.p99Milliseconds { results[index].p99.append(p99) }
                     }
                     if let note = figure.note { results[index].notes.append((run == 0 ? "warm-up: " : "run \(run): ") + note) }
                 } catch {
                     results[index].failure = "\(error)" + (server.isRunning ? "" : "; the server exited, its log: \(server.logTail())")
                 }
             }
+            eachRound?(run)
         }
         return results
     }
@@ -753,7 +799,7 @@ final class ServerBench {
         _ measure: ServerMeasure, server: ServerUnderTest, fixture: ServerFixture, options: BenchOptions, warmUp: Bool
     ) throws -> RunFigure {
         switch measure {
-        case .upload: return try upload(server, fixture: fixture)
+        case .upload: return try upload(server, fixture: fixture, checkContent: warmUp)
         case .download:
             return RunFigure(value: try download(server, fixture: fixture), work: Double(fixture.bigSize))
         case .ranges:
@@ -770,58 +816,88 @@ final class ServerBench {
     }
 
     /// curl's `-w` figures, split on spaces.
-    private func curlFigures(_ result: CommandResult, what: String) throws -> [Substring] {
+    func curlFigures(_ result: CommandResult, what: String) throws -> [Substring] {
         guard result.status == 0, !result.timedOut else {
             throw BenchFailure("curl (\(what)) \(result.timedOut ? "timed out" : "failed with status \(result.status)"): \(result.errorOutput.prefix(300))")
         }
         return result.output.split(separator: " ")
     }
 
-    private func upload(_ server: ServerUnderTest, fixture: ServerFixture) throws -> RunFigure {
-        let memory = server.memoryProcesses
-        let resettable = memory.allSatisfy { ProcFS.resetPeakRSS($0) }
+    /// With `checkContent` (the warm-up), the C peer's stored file is hashed too: its figure
+    /// counts only if it stores the bytes sent. Counterpart's answer carries its hash.
+    private func upload(_ server: ServerUnderTest, fixture: ServerFixture, checkContent: Bool) throws -> RunFigure {
         let answerPath = fixture.folder + "/upload-answer"
         defer { unlink(answerPath) }
         // Whatever happens, nothing stored stays.
         defer { Self.emptyFolder(server.storeFolder) }
+        // `Expect:` off: no server pays curl's 100-continue round trip (1 s when unanswered).
         let result = try runCommand(curl!, [
-            "-s", "-o", answerPath, "-w", "%{http_code} %{size_upload} %{time_total}",
+            "-s", "-H", "Expect:", "-o", answerPath, "-w", "%{http_code} %{size_upload} %{time_total}",
             "-F", "file=@\(fixture.bigPath)", server.url("/upload"),
         ])
-        let peak = resettable ? memory.compactMap { ProcFS.statusBytes($0, field: "VmHWM") }.max() : nil
         let figures = try curlFigures(result, what: "upload")
         guard figures.count == 3, let status = Int(figures[0]), let sent = Double(figures[1]), let time = Double(figures[2]), time > 0 else {
             throw BenchFailure("curl printed \"\(result.output)\"")
         }
         let answer = FileManager.default.contents(atPath: answerPath) ?? Data()
-        if server.isCounterpart {
-            guard status == 200 else { throw BenchFailure("POST /upload answered \(status): \(String(decoding: answer.prefix(300), as: UTF8.self))") }
-            guard let object = try? JSONSerialization.jsonObject(with: answer) as? [String: Any],
-                  let files = object["files"] as? [[String: Any]], files.count == 1,
-                  let digest = files[0]["sha256"] as? String, let size = files[0]["size"] as? Int else {
-                throw BenchFailure("the answer is not the expected JSON: \(String(decoding: answer.prefix(300), as: UTF8.self))")
+        let answerText = String(decoding: answer.prefix(300), as: UTF8.self)
+        switch server.spec {
+        case .counterpart:
+            guard status == 200 else { throw BenchFailure("POST /upload answered \(status): \(answerText)") }
+            let stored = try Self.storedFiles(inAnswer: answer)
+            guard stored.count == 1, stored[0].size == fixture.bigSize, stored[0].sha256 == fixture.bigSHA256 else {
+                throw BenchFailure("stored \(stored.map { "\($0.size) bytes with SHA-256 \($0.sha256)" }); sent \(fixture.bigSize) with \(fixture.bigSHA256 ?? "")")
             }
-            guard size == fixture.bigSize, digest == fixture.bigSHA256 else {
-                throw BenchFailure("stored \(size) bytes with SHA-256 \(digest); sent \(fixture.bigSize) with \(fixture.bigSHA256 ?? "")")
+        case .mhd:
+            guard status == 200 else { throw BenchFailure("POST /upload answered \(status): \(answerText)") }
+            let sizes = Self.fileSizes(in: server.storeFolder)
+            guard sizes == [fixture.bigSize] else { throw BenchFailure("the C peer stored \(sizes) bytes; \(fixture.bigSize) sent in one part") }
+            if checkContent {
+                let stored = (try? FileManager.default.contentsOfDirectory(atPath: server.storeFolder)) ?? []
+                let digest = try runCommand(findExecutable("sha256sum") ?? "/usr/bin/sha256sum", stored.map { server.storeFolder + "/" + $0 })
+                guard digest.status == 0, digest.output.hasPrefix(fixture.bigSHA256 ?? "-") else {
+                    throw BenchFailure("the C peer stored other bytes than were sent: \(digest.output.prefix(80))\(digest.errorOutput.prefix(200))")
+                }
             }
-        } else {
+        case .nginx:
             // nginx keeps the whole body (multipart framing and all) in a file of its own.
             guard status == 204 else { throw BenchFailure("POST /upload answered \(status)") }
-            let stored = (try? FileManager.default.contentsOfDirectory(atPath: server.storeFolder)) ?? []
-            let sizes = stored.compactMap { name in
-                (try? FileManager.default.attributesOfItem(atPath: server.storeFolder + "/" + name))?[.size] as? Int
-            }
+            let sizes = Self.fileSizes(in: server.storeFolder)
             guard sizes.count == 1, Double(sizes[0]) == sent else {
-                throw BenchFailure("nginx stored \(sizes) bytes in \(stored.count) file(s); \(format(sent)) sent")
+                throw BenchFailure("nginx stored \(sizes) bytes; \(format(sent)) sent")
             }
         }
-        return RunFigure(value: sent / time / 1e6, peakRSS: peak,
-                         note: resettable ? nil : "the peak RSS could not be reset (/proc/PID/clear_refs): not measured", work: sent)
+        return RunFigure(value: sent / time / 1e6, work: sent)
     }
 
-    /// Removes what is in `folder`, its subfolders included (nginx spreads its temporary
-    /// files over levels when configured to).
-    private static func emptyFolder(_ folder: String) {
+    /// The `files` of Counterpart's JSON answer to POST /upload: size and SHA-256 of each.
+    static func storedFiles(inAnswer answer: Data) throws -> [(size: Int, sha256: String)] {
+        guard let object = try? JSONSerialization.jsonObject(with: answer) as? [String: Any],
+              let files = object["files"] as? [[String: Any]] else {
+            throw BenchFailure("the answer is not the expected JSON: \(String(decoding: answer.prefix(300), as: UTF8.self))")
+        }
+        return try files.map { file in
+            guard let size = file["size"] as? Int, let digest = file["sha256"] as? String else {
+                throw BenchFailure("a file of the answer has no size or sha256: \(file)")
+            }
+            return (size, digest)
+        }
+    }
+
+    /// The sizes of the files in `folder`, its subfolders included (nginx spreads its
+    /// temporary files over levels when configured to).
+    static func fileSizes(in folder: String) -> [Int] {
+        var sizes: [Int] = []
+        guard let walker = FileManager.default.enumerator(atPath: folder) else { return [] }
+        while let name = walker.nextObject() as? String {
+            let attributes = try? FileManager.default.attributesOfItem(atPath: folder + "/" + name)
+            if attributes?[.type] as? FileAttributeType == .typeRegular, let size = attributes?[.size] as? Int { sizes.append(size) }
+        }
+        return sizes
+    }
+
+    /// Removes what is in `folder`.
+    static func emptyFolder(_ folder: String) {
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] {
             try? FileManager.default.removeItem(atPath: folder + "/" + name)
         }
@@ -883,7 +959,21 @@ final class ServerBench {
     }
 
     private func wrkRate(_ server: ServerUnderTest, path: String, range: String?, fixture: ServerFixture, seconds: Int) throws -> RunFigure {
-        var arguments = ["-t\(Self.wrkThreads)", "-c\(Self.wrkConnections)", "-d\(seconds)s", "--timeout", "5s"]
+        let run = try runWrk(url: server.url(path), range: range, threads: Self.wrkThreads, connections: Self.wrkConnections,
+                             seconds: seconds, fixture: fixture)
+        return RunFigure(value: run.rate, note: run.note, work: run.requests, p99Milliseconds: run.p99Milliseconds)
+    }
+
+    struct WrkRun {
+        var rate: Double
+        var requests: Double
+        var p99Milliseconds: Double?
+        var note: String?
+    }
+
+    /// `wrk --latency` on `url`; wrong answers (non-2xx) fail the run, socket errors are a note.
+    func runWrk(url: String, range: String?, threads: Int, connections: Int, seconds: Int, fixture: ServerFixture) throws -> WrkRun {
+        var arguments = ["-t\(threads)", "-c\(connections)", "-d\(seconds)s", "--timeout", "5s", "--latency"]
         if let range {
             let script = fixture.folder + "/range.lua"
             if !FileManager.default.fileExists(atPath: script) {
@@ -891,55 +981,72 @@ final class ServerBench {
             }
             arguments += ["-s", script]
         }
-        let result = try runCommand(wrk!, arguments + [server.url(path)], timeout: Double(seconds) + 60)
+        let result = try runCommand(wrk!, arguments + [url], timeout: Double(seconds) + 60)
         guard result.status == 0, !result.timedOut else {
             throw BenchFailure("wrk \(result.timedOut ? "timed out" : "failed with status \(result.status)"): \((result.errorOutput + result.output).prefix(300))")
         }
         var rate: Double?
-        var note: String?
-        var requests = 0.0
+        var run = WrkRun(rate: 0, requests: 0)
         for line in result.output.split(separator: "\n") {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.contains(" requests in "), let count = Double(trimmed.prefix { $0.isNumber }) {
                 // "193011 requests in 5.02s, 711.63MB read"
-                requests = count
+                run.requests = count
             } else if trimmed.hasPrefix("Requests/sec:") {
                 rate = Double(trimmed.dropFirst("Requests/sec:".count).trimmingCharacters(in: .whitespaces))
+            } else if trimmed.hasPrefix("99%") {
+                // The latency distribution of --latency: "99%    3.21ms".
+                run.p99Milliseconds = Self.milliseconds(trimmed.dropFirst(3).trimmingCharacters(in: .whitespaces))
             } else if trimmed.hasPrefix("Non-2xx or 3xx responses:") {
                 // Wrong answers make the rate meaningless.
                 throw BenchFailure("wrk reports \(trimmed)")
             } else if trimmed.hasPrefix("Socket errors:") {
                 // Connections closed or timed out: reported beside the figure.
-                note = "wrk reports \(trimmed)"
+                run.note = "wrk reports \(trimmed)"
             }
         }
         guard let rate else { throw BenchFailure("no Requests/sec in wrk's output: \(result.output.prefix(300))") }
-        return RunFigure(value: rate, note: note, work: requests)
+        run.rate = rate
+        return run
+    }
+
+    /// wrk's durations ("812.00us", "3.21ms", "1.02s", "1.50m") in milliseconds.
+    static func milliseconds(_ text: String) -> Double? {
+        let number = text.prefix { $0.isNumber || $0 == "." }
+        guard let value = Double(number) else { return nil }
+        switch text.dropFirst(number.count) {
+        case "us": return value / 1_000
+        case "ms": return value
+        case "s": return value * 1_000
+        case "m": return value * 60_000
+        default: return nil
+        }
     }
 
     // MARK: Tables
 
-    private func render(_ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], indent: String = "  ") -> String {
+    private func render(
+        _ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], dd: (rates: Samples, bytes: Int)?,
+        indent: String = "  "
+    ) -> String {
         var columns: [(String, Table.Alignment)] = [("server", .left), (measure.unit, .right)]
         if measure == .ranges { columns.append(("req/s", .right)) }
-        if measure == .upload { columns.append(("peak RSS MiB", .right)) }
-        columns.append(("vs nginx", .right))
+        columns.append(("peak RSS MiB", .right))
         columns.append(("server " + measure.cpuUnit, .right))
+        if measure.needsWrk { columns.append(("p99 ms", .right)) }
         var table = Table(columns)
-        let nginxMedian = zip(servers, results).first { !$0.0.isCounterpart }.map { $0.1.figure.median }
         for (server, result) in zip(servers, results) {
             var row = [server.label, result.figure.formatted()]
             if measure == .ranges {
                 row.append(result.figure.map { $0 * 1e6 / Double(ServerFixture.rangeLength) }.formatted())
             }
-            if measure == .upload { row.append(result.peakRSS.map { $0 / Double(1 << 20) }.formatted(decimals: 1)) }
-            if let nginxMedian, !result.figure.isEmpty, nginxMedian.isFinite {
-                row.append(format(100 * result.figure.median / nginxMedian, decimals: 1) + " %")
-            } else {
-                row.append("—")
-            }
+            row.append(result.peakRSS.map { $0 / Double(1 << 20) }.formatted(decimals: 1))
             row.append(result.cpu.formatted(decimals: measure.needsWrk ? 1 : 0))
+            if measure.needsWrk { row.append(result.p99.formatted(decimals: 2)) }
             table.append(row)
+        }
+        if let dd {
+            table.append(["dd if=/dev/zero bs=1M count=\(dd.bytes >> 20) conv=fsync (same disk)", dd.rates.formatted(), "—", "—"])
         }
         return table.render(indent: indent)
     }

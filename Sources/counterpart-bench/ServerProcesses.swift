@@ -1,6 +1,6 @@
-// Processes and files of the server suite: running commands (curl, wrk, sha256sum), the
-// servers under test (the release `counterpart` binary and nginx) as child processes,
-// /proc readings (peak RSS), and the clean-up of all of it, also on Ctrl-C or SIGTERM.
+// Processes and files of the server suites: running commands (curl, wrk, sha256sum, dd),
+// /proc readings (CPU time, peak RSS), and the clean-up of the servers under test
+// (ServersUnderTest.swift) and their folders, also on Ctrl-C or SIGTERM.
 
 import Foundation
 import Synchronization
@@ -111,13 +111,27 @@ enum ProcFS {
         return children
     }
 
-    /// CPU time (user + system, all threads, exited ones included) of `pid`, in seconds.
+    /// All processes below `pid`: its children, theirs, and so on.
+    static func descendants(of pid: Int32) -> [Int32] {
+        var found: [Int32] = []
+        var pending = [pid]
+        while let next = pending.popLast() {
+            let direct = children(of: next)
+            found += direct
+            pending += direct
+        }
+        return found
+    }
+
+    /// CPU time of `pid` in seconds: user + system of all its threads (exited ones included)
+    /// and of its children it has waited for.
     static func cpuSeconds(_ pid: Int32) -> Double? {
         guard let stat = MachineContext.readTextFile("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
-        // After "(comm)": state is field 3; utime and stime are fields 14 and 15.
+        // After "(comm)": state is field 3; utime, stime, cutime and cstime are fields 14–17.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        guard fields.count > 14, let user = Double(fields[11]), let system = Double(fields[12]),
+              let childrenUser = Double(fields[13]), let childrenSystem = Double(fields[14]) else { return nil }
+        return (user + system + childrenUser + childrenSystem) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// A `kB` field of /proc/PID/status (`VmHWM`, `VmRSS`), in bytes.

@@ -37,13 +37,16 @@ if let unknown = options.only.first(where: { !known.contains($0) }) {
 }
 
 let startTime = monotonicNanoseconds()
+let header = BenchSummary.Header(
+    date: MachineContext.date(), processor: MachineContext.processorModel(), processors: MachineContext.processorCount(),
+    kernel: MachineContext.kernel(), build: MachineContext.buildConfiguration(), loadAtStart: MachineContext.loadAverage())
 print("""
-    counterpart-bench — \(MachineContext.date())
-      machine:   \(MachineContext.processorModel()), CPUs: \(MachineContext.processorCount()), \(MachineContext.kernel())
-      load avg:  \(MachineContext.loadAverage()) at start
-      build:     \(MachineContext.buildConfiguration())
+    counterpart-bench — \(header.date)
+      machine:   \(header.processor), CPUs: \(header.processors), \(header.kernel)
+      load avg:  \(header.loadAtStart) at start
+      build:     \(header.build)
       method:    each figure is the median of \(options.runs) timed run(s) after one warm-up, [min–max] beside it\
-    \(options.quick ? "\n  QUICK MODE: bodies are 1/8 of their size; figures are indicative only" : "")
+    \(options.quick ? "\n  QUICK MODE: bodies are 1/8 of their size, short runs; figures are indicative only" : "")
     """)
 flushOutput()
 
@@ -59,15 +62,30 @@ for suite in suites {
     flushOutput()
 }
 
+if !context.ratios.isEmpty {
+    print("\nRatios (medians of the same run; CPU ratios are server CPU per request or per GB, lower is cheaper)")
+    var table = Table([("section", .left), ("ratio", .left), ("value", .right), ("target", .left), ("result", .left)])
+    for ratio in context.ratios {
+        table.append([ratio.section, ratio.name, format(ratio.ratio, decimals: 2) + "×", ratio.target ?? "",
+                      ratio.passes.map { $0 ? "PASS" : "BELOW" } ?? ""])
+    }
+    print(table.render())
+}
+
 if !context.targets.isEmpty {
     print("\nTargets (from the issue; a report, not a test: the exit status is 0 either way)")
     print(renderTargets(context.targets))
 }
 
 let elapsed = Double(monotonicNanoseconds() - startTime) / 1e9
+let loadAtEnd = MachineContext.loadAverage()
 print("""
 
-    load avg:  \(MachineContext.loadAverage()) at end
+    load avg:  \(loadAtEnd) at end
     total:     \(format(elapsed, decimals: 1)) s
     """)
+switch BenchSummary.write(context, header: header, loadAtEnd: loadAtEnd, seconds: elapsed) {
+case .success(let path): print("summary:   \(path) (JSON)")
+case .failure(let failure): print("summary:   NOT WRITTEN: \(failure)")
+}
 exit(0)

@@ -1,0 +1,301 @@
+// The servers the server and scaling suites measure, each a child process with a folder of
+// its own: the release `counterpart`, nginx, and the C libmicrohttpd peer built from
+// bench/peers/mhd_upload_server.c. All listen on 127.0.0.1 only.
+
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Which server, and how it is started: what a section's line-up lists.
+enum ServerSpec: Hashable {
+    /// `sync` is Counterpart's `--sync` (`none` or `full`); nil leaves the flag out.
+    case counterpart(threads: Int?, sync: String?)
+    case nginx(workers: String)
+    /// bench/peers/mhd_upload_server.c: MHD_PostProcessor, file parts written as they come.
+    case mhd
+
+    static let counterpartDefault = ServerSpec.counterpart(threads: nil, sync: nil)
+
+    var isCounterpart: Bool { if case .counterpart = self { true } else { false } }
+
+    /// A short name for the ratios.
+    var shortName: String {
+        switch self {
+        case .counterpart(let threads, let sync):
+            "Counterpart" + (threads.map { " --threads \($0)" } ?? "") + (sync.map { " --sync \($0)" } ?? "")
+        case .nginx(let workers): "nginx \(workers)w"
+        case .mhd: "C MHD"
+        }
+    }
+
+    /// A name for folders and the JSON summary.
+    var key: String {
+        switch self {
+        case .counterpart(let threads, let sync):
+            "counterpart" + (threads.map { "-threads-\($0)" } ?? "") + (sync.map { "-sync-\($0)" } ?? "")
+        case .nginx(let workers): "nginx-\(workers)w"
+        case .mhd: "mhd-c"
+        }
+    }
+}
+
+/// A server under test, running as a child process.
+final class ServerUnderTest {
+    let spec: ServerSpec
+    let label: String
+    let port: UInt16
+    /// Where uploads end up: Counterpart's uploads folder, nginx's client_body_temp_path,
+    /// the C peer's uploads folder.
+    let storeFolder: String
+    let logPath: String
+    /// Set when Counterpart refused `--sync` (an older build) and was started without it.
+    let note: String?
+    private let process: Process
+    private let outputPipe: Pipe?
+    private var stopped = false
+
+    var isCounterpart: Bool { spec.isCounterpart }
+    /// The spec's short name, marked when the server runs without a flag it was meant to get.
+    var shortLabel: String { spec.shortName + (note == nil ? "" : " (no --sync)") }
+    var pid: Int32 { process.processIdentifier }
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    private init(spec: ServerSpec, label: String, port: UInt16, storeFolder: String, logPath: String, note: String?,
+                 process: Process, outputPipe: Pipe?) {
+        self.spec = spec
+        self.label = label
+        self.port = port
+        self.storeFolder = storeFolder
+        self.logPath = logPath
+        self.note = note
+        self.process = process
+        self.outputPipe = outputPipe
+    }
+
+    /// The processes whose peak memory is the server's: the process itself, or nginx's
+    /// workers (its master holds no request's memory).
+    var memoryProcesses: [Int32] {
+        if case .nginx = spec { return ProcFS.children(of: pid) }
+        return [pid]
+    }
+
+    /// The server's CPU time so far: the process and all its descendants (nginx: the master
+    /// and its workers), with their reaped children, as /proc counts them.
+    var treeCPUSeconds: Double {
+        ([pid] + ProcFS.descendants(of: pid)).compactMap(ProcFS.cpuSeconds).reduce(0, +)
+    }
+
+    /// The resident memory of the server now (the largest of its memory processes), bytes.
+    var currentRSS: Int {
+        memoryProcesses.compactMap { ProcFS.statusBytes($0, field: "VmRSS") }.max() ?? 0
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    /// The last lines of the server's stderr (Counterpart, the C peer) or error log (nginx).
+    func logTail() -> String {
+        guard let text = MachineContext.readTextFile(logPath), !text.isEmpty else { return "(empty log)" }
+        return text.split(separator: "\n").suffix(5).joined(separator: " | ")
+    }
+
+    /// Starts `counterpart --port 0 --root ROOT --uploads FOLDER/uploads --quiet [--threads N]
+    /// [--sync MODE] EXTRA`. When it refuses `--sync` (exit status 2 before listening: a build
+    /// without the flag), it is started again without it and `note` says so.
+    static func startCounterpart(
+        binary: String, threads: Int?, sync: String?, extra: [String] = [], label: String, root: String, folder: String
+    ) throws -> ServerUnderTest {
+        let uploads = folder + "/uploads"
+        let base = ["--port", "0", "--root", root, "--uploads", uploads, "--quiet"]
+            + (threads.map { ["--threads", String($0)] } ?? []) + extra
+        let spec = ServerSpec.counterpart(threads: threads, sync: sync)
+        do {
+            return try startListening(spec: spec, binary: binary, arguments: base + (sync.map { ["--sync", $0] } ?? []),
+                                      label: label, folder: folder, storeFolder: uploads, note: nil)
+        } catch let failure as StartFailure where sync != nil && failure.status == 2 {
+            return try startListening(spec: spec, binary: binary, arguments: base, label: label + " (sync flag missing)",
+                                      folder: folder, storeFolder: uploads,
+                                      note: "this build refused --sync \(sync!) (exit status 2) and runs without it")
+        }
+    }
+
+    /// Starts the C libmicrohttpd peer (2 threads, like the machine's cores) on `root` and
+    /// FOLDER/uploads.
+    static func startMHD(binary: String, root: String, folder: String) throws -> ServerUnderTest {
+        let uploads = folder + "/uploads"
+        return try startListening(
+            spec: .mhd, binary: binary, arguments: ["--port", "0", "--root", root, "--uploads", uploads, "--threads", "2"],
+            label: "C libmicrohttpd + MHD_PostProcessor", folder: folder, storeFolder: uploads, note: nil)
+    }
+
+    private struct StartFailure: Error, CustomStringConvertible {
+        let description: String
+        /// The exit status, when the server exited before it listened.
+        let status: Int32?
+    }
+
+    /// Runs a server that prints "listening on http://127.0.0.1:PORT" once ready and reads
+    /// its port from that line.
+    private static func startListening(
+        spec: ServerSpec, binary: String, arguments: [String], label: String, folder: String, storeFolder: String, note: String?
+    ) throws -> ServerUnderTest {
+        try FileManager.default.createDirectory(atPath: storeFolder, withIntermediateDirectories: true)
+        let logPath = folder + "/\(spec.key).log"
+        guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw BenchFailure("cannot create \(logPath)") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw BenchFailure("cannot run \(binary): \(error)")
+        }
+        CleanupRegistry.shared.add(process: process.processIdentifier, stopSignal: SIGTERM)
+        var server: ServerUnderTest? = nil
+        defer { if server == nil { stop(process, label: label, graceSeconds: 0) } }
+
+        let line = readLine(from: output.fileHandleForReading.fileDescriptor, seconds: 15)
+        guard let line, line.hasPrefix("listening on "), let colon = line.lastIndex(of: ":"),
+              let port = UInt16(line[line.index(after: colon)...].prefix { $0.isNumber }) else {
+            _ = waitForExit(process, seconds: 2)
+            let status = process.isRunning ? nil : process.terminationStatus
+            let log = MachineContext.readTextFile(logPath) ?? ""
+            throw StartFailure(
+                description: "\(label) did not start (first line: \(line.map { "\"\($0)\"" } ?? "none")"
+                    + (status.map { ", exit status \($0)" } ?? "") + "); stderr: \(log.prefix(400))",
+                status: status)
+        }
+        server = ServerUnderTest(spec: spec, label: label, port: port, storeFolder: storeFolder, logPath: logPath, note: note,
+                                 process: process, outputPipe: output)
+        return server!
+    }
+
+    /// Starts nginx with a configuration of its own in `folder`, on a free loopback port.
+    static func startNginx(binary: String, workers: String, root: String, folder: String) throws -> ServerUnderTest {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o755])
+        let label = "nginx, \(workers) worker\(workers == "1" ? "" : "s")"
+        let logPath = folder + "/error.log"
+        var lastProblem = ""
+        // A port free a moment ago may be taken by the time nginx binds it: try a few.
+        for _ in 0..<5 {
+            guard let port = LoopbackPort.free() else { throw BenchFailure("no free loopback port") }
+            let configuration = nginxConfiguration(workers: workers, root: root, folder: folder, port: port)
+            let configurationPath = folder + "/nginx.conf"
+            try configuration.write(toFile: configurationPath, atomically: true, encoding: .utf8)
+            try? FileManager.default.removeItem(atPath: logPath)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["-c", configurationPath, "-p", folder, "-e", logPath]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            CleanupRegistry.shared.add(process: process.processIdentifier, stopSignal: SIGTERM)
+            let deadline = monotonicNanoseconds() + 10_000_000_000
+            while process.isRunning, !LoopbackPort.accepts(port), monotonicNanoseconds() < deadline { usleep(10_000) }
+            if process.isRunning, LoopbackPort.accepts(port) {
+                return ServerUnderTest(spec: .nginx(workers: workers), label: label, port: port, storeFolder: folder + "/body",
+                                       logPath: logPath, note: nil, process: process, outputPipe: nil)
+            }
+            stop(process, label: label, graceSeconds: 0)
+            lastProblem = MachineContext.readTextFile(logPath) ?? "no error log"
+            guard lastProblem.contains("Address already in use") else { break }
+        }
+        throw BenchFailure("nginx did not start: \(lastProblem)")
+    }
+
+    /// nginx as a file server: no access log, sendfile, `reuseport`. POST /upload is read
+    /// into a file that is kept (`client_body_in_file_only on`, in 256 KiB writes): the
+    /// request body is read by the proxy module (nginx reads a body only for a handler that
+    /// wants it), then a bodiless request to this same server answers 204. No parsing, no
+    /// hashing, no fsync: what storing the bytes costs nginx.
+    static func nginxConfiguration(workers: String, root: String, folder: String, port: UInt16) -> String {
+        """
+        # Written by counterpart-bench; removed at the end of the run.
+        daemon off;
+        master_process on;
+        worker_processes \(workers);
+        pid \(folder)/nginx.pid;
+        error_log \(folder)/error.log warn;
+        events { worker_connections 4096; }
+        http {
+            access_log off;
+            sendfile on;
+            tcp_nopush on;
+            keepalive_requests 1000000;
+            default_type application/octet-stream;
+            client_body_temp_path \(folder)/body;
+            client_body_buffer_size 256k;
+            proxy_temp_path \(folder)/proxy;
+            fastcgi_temp_path \(folder)/fastcgi;
+            uwsgi_temp_path \(folder)/uwsgi;
+            scgi_temp_path \(folder)/scgi;
+            server {
+                listen 127.0.0.1:\(port) reuseport;
+                server_name localhost;
+                root \(root);
+                location = /upload {
+                    client_body_in_file_only on;
+                    client_max_body_size 0;
+                    proxy_pass http://127.0.0.1:\(port)/stored;
+                    proxy_pass_request_body off;
+                    proxy_set_header Content-Length "";
+                    proxy_set_header Content-Type "";
+                }
+                location = /stored { return 204; }
+            }
+        }
+
+        """
+    }
+
+    /// Stops the server: SIGTERM, then SIGKILL (with nginx's workers) if it lingers.
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        Self.stop(process, label: label, graceSeconds: 10)
+        try? outputPipe?.fileHandleForReading.close()
+    }
+
+    private static func stop(_ process: Process, label: String, graceSeconds: Double) {
+        let pid = process.processIdentifier
+        let children = ProcFS.children(of: pid)
+        if process.isRunning { kill(pid, SIGTERM) }
+        if !waitForExit(process, seconds: max(graceSeconds, 1)) {
+            printError("  [server] \(label) (pid \(pid)) did not stop after SIGTERM: killing it")
+            kill(pid, SIGKILL)
+            _ = waitForExit(process, seconds: 5)
+        }
+        for child in children where ProcFS.isAlive(child) { kill(child, SIGKILL) }
+        CleanupRegistry.shared.remove(process: pid)
+    }
+
+    deinit { stop() }
+
+    /// One line from `descriptor`, waiting at most `seconds`; nil at EOF or on time-out.
+    private static func readLine(from descriptor: Int32, seconds: Double) -> String? {
+        var bytes: [UInt8] = []
+        let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
+        while monotonicNanoseconds() < deadline {
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, 100)
+            if ready < 0, errno != EINTR { return nil }
+            guard ready > 0 else { continue }
+            var byte: UInt8 = 0
+            let count = read(descriptor, &byte, 1)
+            if count == 0 { return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self) }
+            if count < 0 { if errno == EINTR { continue } else { return nil } }
+            if byte == 0x0A { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(byte)
+        }
+        return nil
+    }
+}
