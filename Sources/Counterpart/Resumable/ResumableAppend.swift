@@ -105,6 +105,10 @@ final class ResumableAppend: RequestBodyReceiver {
         return response
     }
 
+    /// An append that is dropped unanswered (a fault answered the request in its place, or
+    /// the server stopped) lets go of the upload too: otherwise it stays taken for good.
+    deinit { letGo() }
+
     func abandon() {
         // The client left: what came stays, so that it can resume after it — unless a
         // checksum was to vouch for the chunk, which now cannot be checked.
