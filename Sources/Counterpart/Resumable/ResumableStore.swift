@@ -38,8 +38,9 @@ final class ResumableStore: Sendable {
         /// handle its assembled body as if it had come in one piece, and the interop version.
         var requestHeaders: [[String]]?
         var interopVersion: Int?
-        /// Whether the client has said it sent everything (IETF `Upload-Complete: ?1`).
-        var clientCompleted: Bool
+        /// Why the upload is invalid, once it is (an IETF append past its length, from
+        /// interop version 8): every later request on it but a cancellation is refused.
+        var invalid: String?
         /// Once complete: the name it was stored under in the uploads folder (tus), or the
         /// answer the assembled request got (IETF).
         var storedName: String?
@@ -59,7 +60,6 @@ final class ResumableStore: Sendable {
     enum Failure: Error, Equatable {
         case notFound
         case expired
-        case locked
         case tooMany(limit: Int)
         /// Writing would go below the free space kept on the disk (507).
         case insufficientStorage(String)
@@ -70,7 +70,7 @@ final class ResumableStore: Sendable {
     let limits: ResumableLimits
     let freeSpace: FreeSpace
     private let uploads = Mutex<[String: Upload]>([:])
-    private let writers = Mutex<Set<String>>([])
+    fileprivate let writers = Mutex<Set<String>>([])
     /// Held while an upload's state is saved (locks in this order: saving, uploads, writers).
     private let saving = Mutex(())
 
@@ -115,7 +115,7 @@ final class ResumableStore: Sendable {
         let id = Self.newIdentifier()
         let upload = Upload(id: id, kind: kind, length: length, offset: 0, metadata: metadata, concatenation: concatenation,
                             createdAt: now, expiresAt: now + Int64(limits.expirySeconds), requestHeaders: requestHeaders,
-                            interopVersion: interopVersion, clientCompleted: false)
+                            interopVersion: interopVersion)
         try uploads.withLock { all throws(Failure) in
             guard all.values.filter({ $0.storedName == nil && $0.answer == nil }).count < limits.maxUploads else {
                 throw .tooMany(limit: limits.maxUploads)
@@ -144,14 +144,13 @@ final class ResumableStore: Sendable {
         return upload
     }
 
-    /// Changes an upload and saves its state, then shows the change; with `endingWrite`, the
+    /// Changes an upload and saves its state, then shows the change; with `releasing`, the
     /// request writing to it lets go of it in the same step (also when the save fails), so
     /// that a client that sees the new offset (HEAD) can append at once instead of finding
     /// the upload still taken. Saves are one at a time, so the state file always holds the
     /// newest state.
-    func update(_ id: String, endingWrite: Bool = false, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
-        var released = false
-        defer { if endingWrite, !released { endWriting(id) } }
+    func update(_ id: String, releasing claim: WriteClaim? = nil, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
+        defer { claim?.release() }
         return try saving.withLock { _ throws(Failure) -> Upload in
             guard var upload = uploads.withLock({ $0[id] }) else { throw .notFound }
             change(&upload)
@@ -159,10 +158,7 @@ final class ResumableStore: Sendable {
             let shown = uploads.withLock { all -> Bool in
                 guard all[id] != nil else { return false }  // removed meanwhile
                 all[id] = upload
-                if endingWrite {
-                    endWriting(id)
-                    released = true
-                }
+                claim?.release()
                 return true
             }
             guard shown else {
@@ -193,14 +189,36 @@ final class ResumableStore: Sendable {
 
     // MARK: - Writing
 
+    /// The right to write to one upload, held by one request at a time. It is given back
+    /// once: when the request is done with it, or at the latest when it is dropped — a
+    /// request whose answer a fault replaced must not leave the upload taken for good.
+    final class WriteClaim {
+        let id: String
+        private let store: ResumableStore
+        private var held = true
+
+        fileprivate init(_ id: String, _ store: ResumableStore) {
+            self.id = id
+            self.store = store
+        }
+
+        func release() {
+            guard held else { return }
+            held = false
+            store.writers.withLock { _ = $0.remove(id) }
+        }
+
+        deinit { release() }
+    }
+
     /// Takes the upload for writing; nil when another request is writing to it.
-    func beginWriting(_ id: String) -> Bool {
-        writers.withLock { $0.insert(id).inserted }
+    func claim(_ id: String) -> WriteClaim? {
+        writers.withLock { $0.insert(id).inserted } ? WriteClaim(id, self) : nil
     }
 
     /// How taking an upload to append to it went.
     enum AppendClaim {
-        case taken
+        case taken(WriteClaim)
         /// Another request is writing to it.
         case busy
         /// It is no longer as the request saw it (another request appended, completed or
@@ -211,18 +229,11 @@ final class ResumableStore: Sendable {
     /// Takes the upload for writing, if no other request is writing to it and it is still
     /// as `seen`: a request that found it busy a moment ago must not append to bytes it did
     /// not see, nor to an upload another request has completed.
-    func beginAppending(to seen: Upload) -> AppendClaim {
-        guard beginWriting(seen.id) else { return .busy }
+    func claimForAppending(_ seen: Upload) -> AppendClaim {
+        guard let claim = claim(seen.id) else { return .busy }
         let current = uploads.withLock { $0[seen.id] }
-        guard current == seen else {
-            endWriting(seen.id)
-            return .changed(current)
-        }
-        return .taken
-    }
-
-    func endWriting(_ id: String) {
-        writers.withLock { _ = $0.remove(id) }
+        guard current == seen else { return .changed(current) }
+        return .taken(claim)
     }
 
     private func isWriting(_ id: String) -> Bool {
@@ -243,18 +254,33 @@ final class ResumableStore: Sendable {
     }
 
     /// Makes what was written durable and moves the offset to it; extends the expiry.
-    func commitWrite(_ id: String, file: Int32, offset: UInt64, endingWrite: Bool = false) throws(Failure) -> Upload {
+    func commitWrite(_ id: String, file: Int32, offset: UInt64, releasing claim: WriteClaim? = nil) throws(Failure) -> Upload {
         guard fsync(file) == 0 else { throw .io("cannot sync the upload's file: \(FileSystem.lastError())") }
         let now = Int64(time(nil))
-        return try update(id, endingWrite: endingWrite) { upload in
+        return try update(id, releasing: claim) { upload in
             upload.offset = offset
             upload.expiresAt = now + Int64(limits.expirySeconds)
         }
     }
 
-    /// Cuts the data file back to `offset` (a rejected chunk).
-    func truncate(_ id: String, file: Int32, to offset: UInt64) {
+    /// Cuts a data file back to `offset` (a rejected chunk).
+    static func truncate(_ file: Int32, to offset: UInt64) {
         _ = ftruncate(file, off_t(offset))
+    }
+
+    /// Writes all of `bytes` to `file`: a short write goes on where it stopped, an
+    /// interrupted one is tried again, any other error is the failure (507 for a full disk).
+    static func writeAll(_ file: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) {
+        var offset = 0
+        while offset < bytes.count {
+            let count = write(file, bytes.baseAddress! + offset, bytes.count - offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                let reason = "the server could not store the bytes: \(FileSystem.lastError())"
+                throw errno == ENOSPC || errno == EDQUOT ? .insufficientStorage(reason) : .io(reason)
+            }
+            offset += count
+        }
     }
 
     func dataPath(_ id: String) -> String { folder + "/" + id + ".data" }
@@ -268,10 +294,10 @@ final class ResumableStore: Sendable {
         let temporary = statePath(upload.id) + ".\(Self.saves.next())" + Self.temporarySuffix
         let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw .io("cannot write the upload's state: \(FileSystem.lastError())") }
-        let written = data.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
+        let written = data.withUnsafeBytes { bytes in (try? Self.writeAll(file, bytes)) != nil }
         let synced = fsync(file)
         close(file)
-        guard written == data.count, synced == 0, rename(temporary, statePath(upload.id)) == 0,
+        guard written, synced == 0, rename(temporary, statePath(upload.id)) == 0,
               FileSystem.syncFolder(folder) else {
             throw .io("cannot write the upload's state: \(FileSystem.lastError())")
         }
