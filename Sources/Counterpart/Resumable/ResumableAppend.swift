@@ -50,9 +50,17 @@ final class ResumableAppend: RequestBodyReceiver {
         self.conclude = conclude
         try store.ensureRoom(for: min(declared ?? 0, limit))
         file = OpenFile(try store.openForAppending(upload.id, at: upload.offset))
+        claim.allowTakeover { [weak self] in self?.yieldToNewer() }
     }
 
     func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
+        // A request whose upload a newer one took over writes nothing more: its connection closes.
+        var intake = BodyIntake.close
+        _ = claim.whileHeld { intake = write(chunk) }
+        return intake
+    }
+
+    private func write(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
         guard failure == nil, written + UInt64(chunk.count) <= limit else {
             discarded += UInt64(chunk.count)
             return discarded <= maxDrainBytes ? .consumed : .close
@@ -95,6 +103,7 @@ final class ResumableAppend: RequestBodyReceiver {
         // The upload stays taken until the answer is made: concluding (storing a complete
         // tus upload, processing a complete IETF one) must not race another append or a cancel.
         defer { claim.release() }
+        guard claim.endTakeover() else { return conclude(.failed(.takenOver)).0 }
         let outcome = end(keepingWhatCame: false)
         let (response, parts) = conclude(outcome)
         receivedParts = parts
@@ -104,8 +113,15 @@ final class ResumableAppend: RequestBodyReceiver {
     func abandon() {
         // The client left: what came stays, so that it can resume after it — unless a
         // checksum was to vouch for the chunk, which now cannot be checked.
-        _ = end(keepingWhatCame: true)
+        if claim.endTakeover() { _ = end(keepingWhatCame: true) }
         claim.release()
+    }
+
+    /// A newer request takes the upload over: this one stops here, and the upload stays at
+    /// its durable offset (what came since the last sync is cut off by the newer writer),
+    /// which is also what an offset request showed the newer client.
+    private func yieldToNewer() {
+        ended = true
     }
 
     private func end(keepingWhatCame: Bool) -> Outcome {

@@ -42,15 +42,22 @@ struct ResumableSession {
     let dialect: ResumableDialect
     let maxDrainBytes: UInt64
 
+    /// Whether a request takes an upload over from an older request that still holds it
+    /// (the default), or gets `423`/`409` as it would before (`Counterpart-Takeover: off`,
+    /// for clients that test that path).
+    static func takesOver(_ head: RequestHead) -> Bool {
+        head.header("Counterpart-Takeover").map { !equalsIgnoringASCIICase($0, "off") } ?? true
+    }
+
     /// Claims `upload` (as the request saw it) and reads the body into it: at most `limit`
     /// bytes, recording `length` first when it changes; `conclude` makes the answer once the
     /// bytes are in, while the upload is still held. The claim is given back when the
     /// answer is made, or when the action is dropped unanswered.
     func append(to upload: ResumableStore.Upload, provided offset: UInt64, recording length: UInt64? = nil, limit: UInt64,
-                declared: UInt64?, checksum: (MessageDigest, [UInt8])? = nil, interim: [InformationalResponse] = [],
+                declared: UInt64?, checksum: (MessageDigest, [UInt8])? = nil, takingOver: Bool, interim: [InformationalResponse] = [],
                 conclude: @escaping (ResumableAppend.Outcome) -> (Response, [ReceivedPart])) -> RequestAction {
         let claim: ResumableStore.WriteClaim
-        switch store.claimForAppending(upload) {
+        switch store.claimForAppending(upload, takingOver: takingOver) {
         case .taken(let taken): claim = taken
         case .busy: return .respond(busy(upload))
         case .changed(let current?): return .respond(offsetMismatch(provided: offset, current))
@@ -99,6 +106,7 @@ struct ResumableSession {
         switch failure {
         case .notFound: return answer(404, error: "no such upload")
         case .expired: return answer(410, error: "the upload has expired")
+        case .takenOver: return answer(409, error: "a newer request took this upload over: ask its offset")
         case .tooMany(let limit): return answer(503, error: "the server already has \(limit) uploads in progress")
         case .insufficientStorage(let reason): return answer(507, error: reason, upload: upload)
         case .io(let reason): return answer(500, error: reason, upload: upload)

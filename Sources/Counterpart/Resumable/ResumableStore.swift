@@ -60,6 +60,8 @@ final class ResumableStore: Sendable {
     enum Failure: Error, Equatable {
         case notFound
         case expired
+        /// A newer request took the upload over while this one was silent.
+        case takenOver
         case tooMany(limit: Int)
         /// Writing would go below the free space kept on the disk (507).
         case insufficientStorage(String)
@@ -70,7 +72,7 @@ final class ResumableStore: Sendable {
     let limits: ResumableLimits
     let freeSpace: FreeSpace
     private let uploads = Mutex<[String: Upload]>([:])
-    fileprivate let writers = Mutex<Set<String>>([])
+    fileprivate let writers = Mutex<[String: Holder]>([:])
     /// Held while an upload's state is saved (locks in this order: saving, uploads, writers).
     private let saving = Mutex(())
 
@@ -192,28 +194,120 @@ final class ResumableStore: Sendable {
     /// The right to write to one upload, held by one request at a time. It is given back
     /// once: when the request is done with it, or at the latest when it is dropped — a
     /// request whose answer a fault replaced must not leave the upload taken for good.
+    ///
+    /// While its request reads the body and has received nothing for a second, a newer
+    /// request for the upload may take it over (a client whose network changed resumes on a
+    /// new connection while the old one has gone silent, without a FIN): the holder's
+    /// `yield` runs under the claim's lock — never in the middle of a write — and from then
+    /// on the old request writes nothing.
     final class WriteClaim {
         let id: String
         private let store: ResumableStore
-        private var held = true
+        fileprivate let takeover = Takeover()
 
         fileprivate init(_ id: String, _ store: ResumableStore) {
             self.id = id
             self.store = store
         }
 
+        /// From now until `endTakeover`, a newer request may take the upload over; `yield`
+        /// stops this request's writing first.
+        func allowTakeover(_ yield: @escaping () -> Void) { takeover.allow(yield) }
+
+        /// Closes the window of `allowTakeover`: false when the upload was taken over.
+        func endTakeover() -> Bool { takeover.end() }
+
+        /// Runs `write` unless the upload was taken over (false then), never while a takeover runs.
+        func whileHeld(_ write: () -> Void) -> Bool { takeover.whileHeld(write) }
+
         func release() {
-            guard held else { return }
-            held = false
-            store.writers.withLock { _ = $0.remove(id) }
+            let token = ObjectIdentifier(self)
+            store.writers.withLock { all in
+                if all[id]?.token == token { all[id] = nil }
+            }
         }
 
         deinit { release() }
     }
 
-    /// Takes the upload for writing; nil when another request is writing to it.
-    func claim(_ id: String) -> WriteClaim? {
-        writers.withLock { $0.insert(id).inserted } ? WriteClaim(id, self) : nil
+    /// The part of a claim the store keeps (the claim itself it must not keep: it lets go
+    /// when dropped).
+    fileprivate final class Takeover: @unchecked Sendable {
+        /// Whether the upload was taken over; also the lock `yield` and `lastBytes` are set,
+        /// read and run under.
+        private let takenOver = Mutex(false)
+        private var yield: (() -> Void)?
+        /// When the holder last received bytes: only a silent one is taken over, so that two
+        /// clients writing at once still see one of them refused (423/409).
+        private var lastBytes = ContinuousClock.now
+
+        func allow(_ yield: @escaping () -> Void) {
+            takenOver.withLock { _ in
+                self.yield = yield
+                lastBytes = .now
+            }
+        }
+
+        func end() -> Bool {
+            takenOver.withLock { takenOver in
+                yield = nil
+                return !takenOver
+            }
+        }
+
+        func whileHeld(_ write: () -> Void) -> Bool {
+            takenOver.withLock { takenOver in
+                guard !takenOver else { return false }
+                write()
+                lastBytes = .now
+                return true
+            }
+        }
+
+        func takeOver() -> Bool {
+            takenOver.withLock { takenOver in
+                guard !takenOver, let yield, ContinuousClock.now - lastBytes >= ResumableStore.silenceBeforeTakeover else { return false }
+                yield()
+                takenOver = true
+                self.yield = nil
+                return true
+            }
+        }
+    }
+
+    /// How long a request reading into an upload must have received nothing before a newer
+    /// request may take the upload over.
+    static let silenceBeforeTakeover = Duration.seconds(1)
+
+    /// Who holds an upload.
+    fileprivate struct Holder {
+        let token: ObjectIdentifier
+        let takeover: Takeover
+
+        init(_ claim: WriteClaim) {
+            token = ObjectIdentifier(claim)
+            takeover = claim.takeover
+        }
+    }
+
+    /// Takes the upload for writing; nil when another request is writing to it and, with
+    /// `takingOver`, will not let go (it is concluding, or not reading a body).
+    func claim(_ id: String, takingOver: Bool = false) -> WriteClaim? {
+        let claim = WriteClaim(id, self)
+        let entry = Holder(claim)
+        let holder = writers.withLock { all -> Holder? in
+            if let holder = all[id] { return holder }
+            all[id] = entry
+            return nil
+        }
+        guard let holder else { return claim }
+        guard takingOver, holder.takeover.takeOver() else { return nil }
+        let taken = writers.withLock { all -> Bool in
+            guard all[id]?.token == holder.token else { return false }
+            all[id] = entry
+            return true
+        }
+        return taken ? claim : nil
     }
 
     /// How taking an upload to append to it went.
@@ -229,15 +323,15 @@ final class ResumableStore: Sendable {
     /// Takes the upload for writing, if no other request is writing to it and it is still
     /// as `seen`: a request that found it busy a moment ago must not append to bytes it did
     /// not see, nor to an upload another request has completed.
-    func claimForAppending(_ seen: Upload) -> AppendClaim {
-        guard let claim = claim(seen.id) else { return .busy }
+    func claimForAppending(_ seen: Upload, takingOver: Bool) -> AppendClaim {
+        guard let claim = claim(seen.id, takingOver: takingOver) else { return .busy }
         let current = uploads.withLock { $0[seen.id] }
         guard current == seen else { return .changed(current) }
         return .taken(claim)
     }
 
     private func isWriting(_ id: String) -> Bool {
-        writers.withLock { $0.contains(id) }
+        writers.withLock { $0[id] != nil }
     }
 
     /// Opens the data file to append at `offset` (what was durable).

@@ -160,7 +160,7 @@ struct TusEndpoint: Sendable {
         let limit = end > upload.offset ? end - upload.offset : 0  // 0: stored under a larger --max-upload-bytes
         let digest = checksum.flatMap { checksum in MessageDigest.Algorithm(rawValue: checksum.algorithm).map { (MessageDigest($0), checksum.digest) } }
         return session.append(to: upload, provided: upload.offset, recording: length, limit: limit, declared: head.contentLength,
-                              checksum: digest) { outcome in conclude(outcome, created: location) }
+                              checksum: digest, takingOver: ResumableSession.takesOver(head)) { outcome in conclude(outcome, created: location) }
     }
 
     private func conclude(_ outcome: ResumableAppend.Outcome, created location: HTTPField?) -> (Response, [ReceivedPart]) {
