@@ -117,11 +117,10 @@ final class ResumableAppend: RequestBodyReceiver {
         claim.release()
     }
 
-    /// A newer request takes the upload over: this one stops here, and the upload stays at
-    /// its durable offset (what came since the last sync is cut off by the newer writer),
-    /// which is also what an offset request showed the newer client.
+    /// A newer request takes the upload over: this one stops here and saves what it wrote,
+    /// as if its client had left (run under the claim's lock, on the newer request's thread).
     private func yieldToNewer() {
-        ended = true
+        _ = end(keepingWhatCame: true)
     }
 
     private func end(keepingWhatCame: Bool) -> Outcome {

@@ -302,12 +302,23 @@ final class ResumableStore: Sendable {
         }
         guard let holder else { return claim }
         guard takingOver, holder.takeover.takeOver() else { return nil }
+        // The old holder let go as it saved its offset (or is still listed): the upload is this
+        // request's, unless a third one got in between.
         let taken = writers.withLock { all -> Bool in
-            guard all[id]?.token == holder.token else { return false }
+            guard all[id] == nil || all[id]?.token == holder.token else { return false }
             all[id] = entry
             return true
         }
         return taken ? claim : nil
+    }
+
+    /// Before an offset is told (HEAD): a writer gone silent is made to let go and save
+    /// what it wrote, so that the offset is where the client resumes.
+    func takeOverIfSilent(_ id: String) {
+        guard let holder = writers.withLock({ $0[id] }), holder.takeover.takeOver() else { return }
+        writers.withLock { all in
+            if all[id]?.token == holder.token { all[id] = nil }
+        }
     }
 
     /// How taking an upload to append to it went.

@@ -104,7 +104,9 @@ struct ResumableUploads: Sendable {
         }
         switch request {
         case .offset(let version):
-            return .respond(offset(of: upload, version))
+            guard ResumableSession.takesOver(head) else { return .respond(offset(of: upload, version)) }
+            store.takeOverIfSilent(upload.id)
+            return .respond(offset(of: (try? store.upload(upload.id)) ?? upload, version))
         case .append(let version, let append):
             return self.append(append, to: upload, version, head)
         case .cancel(let version):

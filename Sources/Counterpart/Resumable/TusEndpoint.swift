@@ -26,7 +26,9 @@ struct TusEndpoint: Sendable {
         switch request {
         case .options: return .respond(options())
         case .create(let creation): return create(creation, head)
-        case .offset(let id): return .respond(status(of: id))
+        case .offset(let id):
+            if ResumableSession.takesOver(head) { store.takeOverIfSilent(id) }
+            return .respond(status(of: id))
         case .append(let id, let append): return self.append(append, to: id, head)
         case .cancel(let id): return .respond(terminate(id))
         }

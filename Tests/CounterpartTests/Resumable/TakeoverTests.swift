@@ -37,6 +37,8 @@ struct TakeoverTests {
         let status = try RawHTTPConnection(port: server.server.port)
         status.send("HEAD \(location) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nConnection: close\r\n\r\n")
         let offset = try #require(Int(headerValue("Upload-Offset", in: status.readHead() ?? "") ?? ""))
+        // What A wrote was saved as it let go.
+        #expect(offset == 100_000)
         let resume = try RawHTTPConnection(port: server.server.port)
         resume.send(tusPatchHead(location, offset: offset, length: content.count - offset))
         resume.send(Array(content[offset...]))
@@ -59,6 +61,7 @@ struct TakeoverTests {
         silent.send(Array(request.prefix(request.count - body.count + 100_000)))
         Thread.sleep(forTimeInterval: 1.3)
         let offset = try #require(Int(try client.offset(of: path) ?? ""))
+        #expect(offset == 100_000)
         let resume = try RawHTTPConnection(port: server.server.port)
         resume.send(client.patch(path, offset: offset, Array(body[offset...]), complete: true))
         let answer = try #require(resume.readResponse()?.head)
