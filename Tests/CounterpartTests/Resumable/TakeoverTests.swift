@@ -25,14 +25,29 @@ struct TakeoverTests {
             + "Content-Type: application/offset+octet-stream\r\nContent-Length: \(length)\r\n\(extra)Connection: close\r\n\r\n"
     }
 
+    /// A (tus) sends the first `sent` bytes of an append of `content` at 0, then nothing (its
+    /// socket stays open), for longer than a writer may stay silent.
+    func silentTusAppend(_ location: String, _ content: [UInt8], sent: Int) throws -> RawHTTPConnection {
+        let silent = try RawHTTPConnection(port: server.server.port)
+        silent.send(tusPatchHead(location, offset: 0, length: content.count))
+        silent.send(Array(content.prefix(sent)))
+        Thread.sleep(forTimeInterval: 1.3)
+        return silent
+    }
+
+    /// The same for an IETF client: a completing append of `body` at 0.
+    func silentDraftAppend(_ client: DraftClient, _ path: String, _ body: [UInt8], sent: Int) throws -> RawHTTPConnection {
+        let request = client.patch(path, offset: 0, body, complete: true)
+        let silent = try RawHTTPConnection(port: server.server.port)
+        silent.send(Array(request.prefix(request.count - body.count + sent)))
+        Thread.sleep(forTimeInterval: 1.3)
+        return silent
+    }
+
     @Test func tus() throws {
         let content = [UInt8](testBytes(count: 200_000, seed: 41))
         let location = try tusCreate(length: content.count, name: "taken-over.bin")
-        // A sends half of its append, then nothing (its socket stays open).
-        let silent = try RawHTTPConnection(port: server.server.port)
-        silent.send(tusPatchHead(location, offset: 0, length: content.count))
-        silent.send(Array(content.prefix(100_000)))
-        Thread.sleep(forTimeInterval: 1.3)
+        let silent = try silentTusAppend(location, content, sent: 100_000)
         // B asks the offset and sends everything from there.
         let status = try RawHTTPConnection(port: server.server.port)
         status.send("HEAD \(location) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nConnection: close\r\n\r\n")
@@ -56,10 +71,7 @@ struct TakeoverTests {
         let client = DraftClient(version: version, port: server.server.port)
         let (body, content) = resumableBody("taken-over-\(version).bin", size: 200_000)
         let path = try client.createIncomplete(body, sent: 0, announceLength: false)
-        let request = client.patch(path, offset: 0, body, complete: true)
-        let silent = try RawHTTPConnection(port: server.server.port)
-        silent.send(Array(request.prefix(request.count - body.count + 100_000)))
-        Thread.sleep(forTimeInterval: 1.3)
+        let silent = try silentDraftAppend(client, path, body, sent: 100_000)
         let offset = try #require(Int(try client.offset(of: path) ?? ""))
         #expect(offset == 100_000)
         let resume = try RawHTTPConnection(port: server.server.port)
@@ -75,22 +87,17 @@ struct TakeoverTests {
     @Test func theOldAnswerOnRequest() throws {
         let content = [UInt8](testBytes(count: 10_000, seed: 42))
         let location = try tusCreate(length: content.count, name: "kept.bin")
-        let silent = try RawHTTPConnection(port: server.server.port)
-        silent.send(tusPatchHead(location, offset: 0, length: content.count))
-        silent.send(Array(content.prefix(5_000)))
-        Thread.sleep(forTimeInterval: 1.3)
+        let silent = try silentTusAppend(location, content, sent: 5_000)
         let refused = try RawHTTPConnection(port: server.server.port)
         refused.send(tusPatchHead(location, offset: 0, length: content.count, extra: "Counterpart-Takeover: off\r\n"))
         refused.send(content)
         #expect(statusCode(of: refused.readResponse()?.head ?? "") == 423)
+        #expect(!silent.closedByServer(within: 0.2), "the writer kept its upload and its connection")
 
         let client = DraftClient(version: 8, port: server.server.port)
         let (body, _) = resumableBody("kept.bin", size: 10_000)
         let path = try client.createIncomplete(body, sent: 0, announceLength: false)
-        let request = client.patch(path, offset: 0, body, complete: true)
-        let ietfSilent = try RawHTTPConnection(port: server.server.port)
-        ietfSilent.send(Array(request.prefix(request.count - body.count + 5_000)))
-        Thread.sleep(forTimeInterval: 1.3)
+        let ietfSilent = try silentDraftAppend(client, path, body, sent: 5_000)
         var again = client.patch(path, offset: 0, body, complete: true)
         again.insert(contentsOf: Array("Counterpart-Takeover: off\r\n".utf8), at: again.firstRange(of: Array("Connection:".utf8))!.lowerBound)
         let ietfRefused = try RawHTTPConnection(port: server.server.port)
@@ -98,5 +105,6 @@ struct TakeoverTests {
         let head = try #require(ietfRefused.readResponse()?.head)
         #expect(statusCode(of: head) == 409)
         #expect(headerValue("Upload-Offset", in: head) == "0")
+        #expect(!ietfSilent.closedByServer(within: 0.2))
     }
 }
