@@ -17,6 +17,12 @@
 //   `MultipartWriter.contentType`, `ExtendedValue.encode`) parses back to what was written;
 // - `ConditionalRequest.evaluate` with the input in each header: the outcome is one the
 //   header can cause, in the order of RFC 9110 §13.2.2.
+// - the resumable-upload classifiers (`TusRequest`, `ResumableUploadRequest`,
+//   `AppendDecision`) with the input as the value of a field they read (the field and the
+//   interop version picked by its first byte), under every method: a request is classified or refused with a status the
+//   protocol allows; nothing accepted is past the size limit; an append never proceeds
+//   beyond the limit nor past a known length; a refusal names no version only for a
+//   version the server does not speak.
 
 import FuzzSupport
 import HTTPTransfer
@@ -469,6 +475,91 @@ func checkBoundary(_ text: String) {
     }
 }
 
+// MARK: - Resumable uploads
+
+let resumableMaxSize: UInt64 = 1_000_000
+let resumableFields = ["Upload-Draft-Interop-Version", "Upload-Complete", "Upload-Incomplete", "Upload-Offset", "Upload-Length",
+                       "Content-Length", "Content-Type", "Upload-Metadata", "Upload-Concat", "Upload-Checksum", "Upload-Defer-Length",
+                       "X-HTTP-Method-Override", "Tus-Resumable"]
+let resumableMethods = ["POST", "OPTIONS", "HEAD", "GET", "PATCH", "DELETE", "PUT"]
+
+/// One field and one interop version per input, picked by its first byte (all of them for
+/// every input would slow the other checks twentyfold).
+func checkResumable(_ text: String) {
+    let pick = Int(text.utf8.first ?? 0)
+    let name = resumableFields[pick % resumableFields.count]
+    let number = InteropVersion.supported.lowerBound + (pick / resumableFields.count) % InteropVersion.supported.count
+    var fields = [("Upload-Draft-Interop-Version", String(number)), ("Upload-Complete", "?0"), ("Upload-Offset", "7"),
+                  ("Content-Type", "application/partial-upload"), ("Content-Length", "5")]
+    fields.removeAll { $0.0 == name }
+    fields.append((name, text))
+    checkIETF(fields, text)
+    let tusFields = [("Tus-Resumable", "1.0.0"), ("Content-Type", "application/offset+octet-stream"), ("Upload-Offset", "7"),
+                     ("Upload-Length", "20")].filter { $0.0 != name } + [(name, text)]
+    for method in resumableMethods { checkTus(ResumableRequestHead(method: method, fields: tusFields), text) }
+}
+
+func checkIETF(_ fields: [(name: String, value: String)], _ text: String) {
+    for method in ["POST", "OPTIONS"] {
+        do {
+            if case .create(_, let creation)? = try ResumableUploadRequest(target: ResumableRequestHead(method: method, fields: fields), maxSize: resumableMaxSize),
+               let length = creation.length, length > resumableMaxSize {
+                violation("a creation of \(length) bytes was accepted (limit \(resumableMaxSize))", text)
+            }
+        } catch {
+            checkRefusal(error, text)
+        }
+    }
+    for method in ["HEAD", "GET", "PATCH", "DELETE"] {
+        for recorded in [InteropVersion(3)!, .newest] { checkResource(ResumableRequestHead(method: method, fields: fields), recorded, text) }
+    }
+}
+
+func checkResource(_ head: ResumableRequestHead, _ recorded: InteropVersion, _ text: String) {
+    do {
+        let request: ResumableUploadRequest
+        request = try ResumableUploadRequest(resource: head, recorded: recorded)
+        if InteropVersion.requested(in: head) ?? recorded != request.version {
+            violation("answered in version \(request.version), not the request's or the upload's", text)
+        }
+        guard case .append(let version, let append) = request else { return }
+        for upload in [AppendDecision.Upload(offset: 7, length: nil, completed: false), AppendDecision.Upload(offset: 7, length: 12, completed: false),
+                       AppendDecision.Upload(offset: 7, length: 7, completed: true), AppendDecision.Upload(offset: 0, length: 3, completed: false)] {
+            if case .proceed(_, let length, let limit) = AppendDecision(append, version, to: upload, maxSize: resumableMaxSize) {
+                if upload.offset + limit > resumableMaxSize { violation("an append may write past the size limit", text) }
+                if let known = upload.length, length != known || upload.offset + limit > known {
+                    violation("an append may write past the upload's length \(known)", text)
+                }
+            }
+        }
+    } catch {
+        checkRefusal(error, text)
+    }
+}
+
+func checkRefusal(_ refusal: ResumableUploadRefusal, _ text: String) {
+    if ![400, 405, 413, 415].contains(refusal.status) || refusal.message.isEmpty { violation("refused with \(refusal.status)", text) }
+    if case .unsupportedVersion = refusal.reason {} else if refusal.version == nil {
+        violation("a refusal without a version for \(refusal.reason)", text)
+    }
+}
+
+func checkTus(_ head: ResumableRequestHead, _ text: String) {
+    for segments in [[], ["abc"], ["a", "b"]] {
+        do {
+            let request = try TusRequest(head, segments: segments, maxSize: resumableMaxSize, digestLengths: ["sha1": 20, "md5": 16])
+            if case .create(let creation) = request, let length = creation.length, length > resumableMaxSize {
+                violation("a tus creation of \(length) bytes was accepted", text)
+            }
+            if case .append(_, let append) = request, let checksum = append.checksum, checksum.digest.count != (checksum.algorithm == "md5" ? 16 : 20) {
+                violation("a checksum of \(checksum.digest.count) bytes for \(checksum.algorithm)", text)
+            }
+        } catch {
+            if ![400, 404, 405, 412, 413, 415].contains(error.status) || error.message.isEmpty { violation("tus refused with \(error.status)", text) }
+        }
+    }
+}
+
 // MARK: - Entry
 
 func fuzzHeaders(_ data: [UInt8]) {
@@ -481,6 +572,7 @@ func fuzzHeaders(_ data: [UInt8]) {
     checkParameterized(text)
     checkExtendedValue(text)
     checkBoundary(text)
+    checkResumable(text)
 }
 
 #if FUZZING

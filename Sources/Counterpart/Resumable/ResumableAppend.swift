@@ -11,14 +11,15 @@ final class ResumableAppend: RequestBodyReceiver {
         case appended(ResumableStore.Upload)
         /// The chunk did not match its checksum and was discarded (tus: 460).
         case checksumMismatch(ResumableStore.Upload)
-        /// More bytes came than the upload may hold; they were discarded (413).
+        /// More bytes came than the upload may hold; they were discarded.
         case tooLarge(ResumableStore.Upload, limit: UInt64)
         /// The bytes since the last sync were dropped.
         case failed(ResumableStore.Failure)
     }
 
     private let store: ResumableStore
-    private let id: String
+    private let claim: ResumableStore.WriteClaim
+    private var id: String { claim.id }
     private let start: UInt64
     private let limit: UInt64
     private let maxDrainBytes: UInt64
@@ -32,16 +33,16 @@ final class ResumableAppend: RequestBodyReceiver {
     private var checkedSpaceAt: UInt64 = 0
     private var failure: ResumableStore.Failure?
     private var ended = false
-    private var holdsUpload = true
     private(set) var receivedParts: [ReceivedPart] = []
 
-    /// Appends to `upload` (taken for writing by the caller, who lets go of it if this
-    /// throws) from its durable offset, at most `limit` bytes; `declared` (the request's
-    /// `Content-Length`) must fit on the disk.
-    init(store: ResumableStore, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?, maxDrainBytes: UInt64,
-         checksum: (MessageDigest, [UInt8])?, conclude: @escaping (Outcome) -> (Response, [ReceivedPart])) throws(ResumableStore.Failure) {
+    /// Appends to `upload`, taken for writing by `claim` (let go of when the answer is
+    /// made, or when this is dropped or fails to begin), from its durable offset, at most
+    /// `limit` bytes; `declared` (the request's `Content-Length`) must fit on the disk.
+    init(store: ResumableStore, claim: ResumableStore.WriteClaim, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?,
+         maxDrainBytes: UInt64, checksum: (MessageDigest, [UInt8])?,
+         conclude: @escaping (Outcome) -> (Response, [ReceivedPart])) throws(ResumableStore.Failure) {
         self.store = store
-        id = upload.id
+        self.claim = claim
         start = upload.offset
         self.limit = limit
         self.maxDrainBytes = maxDrainBytes
@@ -49,9 +50,17 @@ final class ResumableAppend: RequestBodyReceiver {
         self.conclude = conclude
         try store.ensureRoom(for: min(declared ?? 0, limit))
         file = OpenFile(try store.openForAppending(upload.id, at: upload.offset))
+        claim.allowTakeover { [weak self] in self?.yieldToNewer() }
     }
 
     func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
+        // A request whose upload a newer one took over writes nothing more: its connection closes.
+        var intake = BodyIntake.close
+        _ = claim.whileHeld { intake = write(chunk) }
+        return intake
+    }
+
+    private func write(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
         guard failure == nil, written + UInt64(chunk.count) <= limit else {
             discarded += UInt64(chunk.count)
             return discarded <= maxDrainBytes ? .consumed : .close
@@ -66,16 +75,11 @@ final class ResumableAppend: RequestBodyReceiver {
             }
         }
         checksum?.digest.update(chunk)
-        var offset = 0
-        while offset < chunk.count {
-            let count = Glibc.write(file.borrowed, chunk.baseAddress! + offset, chunk.count - offset)
-            if count < 0 {
-                if errno == EINTR { continue }
-                let reason = "the server could not store the bytes: \(FileSystem.lastError())"
-                failure = errno == ENOSPC || errno == EDQUOT ? .insufficientStorage(reason) : .io(reason)
-                return .consumed
-            }
-            offset += count
+        do throws(ResumableStore.Failure) {
+            try ResumableStore.writeAll(file.borrowed, chunk)
+        } catch {
+            failure = error
+            return .consumed
         }
         written += UInt64(chunk.count)
         // A long request moves the durable offset as it goes, so that a client that
@@ -98,7 +102,8 @@ final class ResumableAppend: RequestBodyReceiver {
     func finish() -> Response {
         // The upload stays taken until the answer is made: concluding (storing a complete
         // tus upload, processing a complete IETF one) must not race another append or a cancel.
-        defer { letGo() }
+        defer { claim.release() }
+        guard claim.endTakeover() else { return conclude(.failed(.takenOver)).0 }
         let outcome = end(keepingWhatCame: false)
         let (response, parts) = conclude(outcome)
         receivedParts = parts
@@ -108,40 +113,39 @@ final class ResumableAppend: RequestBodyReceiver {
     func abandon() {
         // The client left: what came stays, so that it can resume after it — unless a
         // checksum was to vouch for the chunk, which now cannot be checked.
-        _ = end(keepingWhatCame: true)
-        letGo()
+        if claim.endTakeover() { _ = end(keepingWhatCame: true) }
+        claim.release()
     }
 
-    /// Lets go of the upload (taken for this request by its caller), once.
-    private func letGo() {
-        guard holdsUpload else { return }
-        holdsUpload = false
-        store.endWriting(id)
+    /// A newer request takes the upload over: this one stops here and saves what it wrote,
+    /// as if its client had left (run under the claim's lock, on the newer request's thread).
+    private func yieldToNewer() {
+        _ = end(keepingWhatCame: true)
     }
 
     private func end(keepingWhatCame: Bool) -> Outcome {
         guard !ended else { return .failed(.io("the request ended twice")) }
         ended = true
         if let failure {
-            store.truncate(id, file: file.borrowed, to: start + committed)
+            ResumableStore.truncate(file.borrowed, to: start + committed)
             return .failed(failure)
         }
         do throws(ResumableStore.Failure) {
             if discarded > 0 {
-                store.truncate(id, file: file.borrowed, to: start + committed)
+                ResumableStore.truncate(file.borrowed, to: start + committed)
                 return .tooLarge(try store.commitWrite(id, file: file.borrowed, offset: start + committed), limit: limit)
             }
             if let checksum {
                 guard !keepingWhatCame, checksum.digest.finish() == checksum.expected else {
-                    store.truncate(id, file: file.borrowed, to: start)
+                    ResumableStore.truncate(file.borrowed, to: start)
                     return .checksumMismatch(try store.commitWrite(id, file: file.borrowed, offset: start))
                 }
             }
             // A client that left resumes with a HEAD then a PATCH: the offset it reads must come
             // with the upload free to write (otherwise 409/423 by a hair), so the commit lets go
             // of it. A request that goes on to conclude keeps it until it has answered.
-            if keepingWhatCame { holdsUpload = false }
-            return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written, endingWrite: keepingWhatCame))
+            return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written,
+                                                   releasing: keepingWhatCame ? claim : nil))
         } catch {
             return .failed(error)
         }

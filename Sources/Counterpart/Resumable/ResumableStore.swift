@@ -38,8 +38,9 @@ final class ResumableStore: Sendable {
         /// handle its assembled body as if it had come in one piece, and the interop version.
         var requestHeaders: [[String]]?
         var interopVersion: Int?
-        /// Whether the client has said it sent everything (IETF `Upload-Complete: ?1`).
-        var clientCompleted: Bool
+        /// Why the upload is invalid, once it is (an IETF append past its length, from
+        /// interop version 8): every later request on it but a cancellation is refused.
+        var invalid: String?
         /// Once complete: the name it was stored under in the uploads folder (tus), or the
         /// answer the assembled request got (IETF).
         var storedName: String?
@@ -59,7 +60,8 @@ final class ResumableStore: Sendable {
     enum Failure: Error, Equatable {
         case notFound
         case expired
-        case locked
+        /// A newer request took the upload over while this one was silent.
+        case takenOver
         case tooMany(limit: Int)
         /// Writing would go below the free space kept on the disk (507).
         case insufficientStorage(String)
@@ -70,7 +72,7 @@ final class ResumableStore: Sendable {
     let limits: ResumableLimits
     let freeSpace: FreeSpace
     private let uploads = Mutex<[String: Upload]>([:])
-    private let writers = Mutex<Set<String>>([])
+    fileprivate let writers = Mutex<[String: Holder]>([:])
     /// Held while an upload's state is saved (locks in this order: saving, uploads, writers).
     private let saving = Mutex(())
 
@@ -115,7 +117,7 @@ final class ResumableStore: Sendable {
         let id = Self.newIdentifier()
         let upload = Upload(id: id, kind: kind, length: length, offset: 0, metadata: metadata, concatenation: concatenation,
                             createdAt: now, expiresAt: now + Int64(limits.expirySeconds), requestHeaders: requestHeaders,
-                            interopVersion: interopVersion, clientCompleted: false)
+                            interopVersion: interopVersion)
         try uploads.withLock { all throws(Failure) in
             guard all.values.filter({ $0.storedName == nil && $0.answer == nil }).count < limits.maxUploads else {
                 throw .tooMany(limit: limits.maxUploads)
@@ -144,14 +146,13 @@ final class ResumableStore: Sendable {
         return upload
     }
 
-    /// Changes an upload and saves its state, then shows the change; with `endingWrite`, the
+    /// Changes an upload and saves its state, then shows the change; with `releasing`, the
     /// request writing to it lets go of it in the same step (also when the save fails), so
     /// that a client that sees the new offset (HEAD) can append at once instead of finding
     /// the upload still taken. Saves are one at a time, so the state file always holds the
     /// newest state.
-    func update(_ id: String, endingWrite: Bool = false, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
-        var released = false
-        defer { if endingWrite, !released { endWriting(id) } }
+    func update(_ id: String, releasing claim: WriteClaim? = nil, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
+        defer { claim?.release() }
         return try saving.withLock { _ throws(Failure) -> Upload in
             guard var upload = uploads.withLock({ $0[id] }) else { throw .notFound }
             change(&upload)
@@ -159,10 +160,7 @@ final class ResumableStore: Sendable {
             let shown = uploads.withLock { all -> Bool in
                 guard all[id] != nil else { return false }  // removed meanwhile
                 all[id] = upload
-                if endingWrite {
-                    endWriting(id)
-                    released = true
-                }
+                claim?.release()
                 return true
             }
             guard shown else {
@@ -193,14 +191,139 @@ final class ResumableStore: Sendable {
 
     // MARK: - Writing
 
-    /// Takes the upload for writing; nil when another request is writing to it.
-    func beginWriting(_ id: String) -> Bool {
-        writers.withLock { $0.insert(id).inserted }
+    /// The right to write to one upload, held by one request at a time. It is given back
+    /// once: when the request is done with it, or at the latest when it is dropped — a
+    /// request whose answer a fault replaced must not leave the upload taken for good.
+    ///
+    /// While its request reads the body and has received nothing for a second, a newer
+    /// request for the upload may take it over (a client whose network changed resumes on a
+    /// new connection while the old one has gone silent, without a FIN): the holder's
+    /// `yield` runs under the claim's lock — never in the middle of a write — and from then
+    /// on the old request writes nothing.
+    final class WriteClaim {
+        let id: String
+        private let store: ResumableStore
+        fileprivate let takeover = Takeover()
+
+        fileprivate init(_ id: String, _ store: ResumableStore) {
+            self.id = id
+            self.store = store
+        }
+
+        /// From now until `endTakeover`, a newer request may take the upload over; `yield`
+        /// stops this request's writing first.
+        func allowTakeover(_ yield: @escaping () -> Void) { takeover.allow(yield) }
+
+        /// Closes the window of `allowTakeover`: false when the upload was taken over.
+        func endTakeover() -> Bool { takeover.end() }
+
+        /// Runs `write` unless the upload was taken over (false then), never while a takeover runs.
+        func whileHeld(_ write: () -> Void) -> Bool { takeover.whileHeld(write) }
+
+        func release() {
+            let token = ObjectIdentifier(self)
+            store.writers.withLock { all in
+                if all[id]?.token == token { all[id] = nil }
+            }
+        }
+
+        deinit { release() }
+    }
+
+    /// The part of a claim the store keeps (the claim itself it must not keep: it lets go
+    /// when dropped).
+    fileprivate final class Takeover: @unchecked Sendable {
+        /// Whether the upload was taken over; also the lock `yield` and `lastBytes` are set,
+        /// read and run under.
+        private let takenOver = Mutex(false)
+        private var yield: (() -> Void)?
+        /// When the holder last received bytes: only a silent one is taken over, so that two
+        /// clients writing at once still see one of them refused (423/409).
+        private var lastBytes = ContinuousClock.now
+
+        func allow(_ yield: @escaping () -> Void) {
+            takenOver.withLock { _ in
+                self.yield = yield
+                lastBytes = .now
+            }
+        }
+
+        func end() -> Bool {
+            takenOver.withLock { takenOver in
+                yield = nil
+                return !takenOver
+            }
+        }
+
+        func whileHeld(_ write: () -> Void) -> Bool {
+            takenOver.withLock { takenOver in
+                guard !takenOver else { return false }
+                write()
+                lastBytes = .now
+                return true
+            }
+        }
+
+        func takeOver() -> Bool {
+            takenOver.withLock { takenOver in
+                guard !takenOver, let yield, ContinuousClock.now - lastBytes >= ResumableStore.silenceBeforeTakeover else { return false }
+                yield()
+                takenOver = true
+                self.yield = nil
+                return true
+            }
+        }
+    }
+
+    /// How long a request reading into an upload must have received nothing before a newer
+    /// request may take the upload over.
+    static let silenceBeforeTakeover = Duration.seconds(1)
+
+    /// Who holds an upload.
+    fileprivate struct Holder {
+        let token: ObjectIdentifier
+        let takeover: Takeover
+
+        init(_ claim: WriteClaim) {
+            token = ObjectIdentifier(claim)
+            takeover = claim.takeover
+        }
+    }
+
+    /// Takes the upload for writing; nil when another request is writing to it and, with
+    /// `takingOver`, will not let go (it is concluding, or not reading a body).
+    func claim(_ id: String, takingOver: Bool = false) -> WriteClaim? {
+        let claim = WriteClaim(id, self)
+        let entry = Holder(claim)
+        let holder = writers.withLock { all -> Holder? in
+            if let holder = all[id] { return holder }
+            all[id] = entry
+            return nil
+        }
+        guard let holder else { return claim }
+        guard takingOver, holder.takeover.takeOver() else { return nil }
+        // The old holder let go as it saved its offset (or is still listed): the upload is this
+        // request's, unless a third one got in between.
+        let taken = writers.withLock { all -> Bool in
+            guard all[id] == nil || all[id]?.token == holder.token else { return false }
+            all[id] = entry
+            return true
+        }
+        return taken ? claim : nil
+    }
+
+    /// Before an offset is told (HEAD): a writer gone silent is made to let go and save
+    /// what it wrote, so that the offset is where the client resumes.
+    func takeOverIfSilent(_ id: String) {
+        guard let holder = writers.withLock({ $0[id] }), holder.takeover.takeOver() else { return }
+        writers.withLock { all in
+            if all[id]?.token == holder.token { all[id] = nil }
+        }
     }
 
     /// How taking an upload to append to it went.
     enum AppendClaim {
-        case taken
+        case taken(WriteClaim)
         /// Another request is writing to it.
         case busy
         /// It is no longer as the request saw it (another request appended, completed or
@@ -211,22 +334,15 @@ final class ResumableStore: Sendable {
     /// Takes the upload for writing, if no other request is writing to it and it is still
     /// as `seen`: a request that found it busy a moment ago must not append to bytes it did
     /// not see, nor to an upload another request has completed.
-    func beginAppending(to seen: Upload) -> AppendClaim {
-        guard beginWriting(seen.id) else { return .busy }
+    func claimForAppending(_ seen: Upload, takingOver: Bool) -> AppendClaim {
+        guard let claim = claim(seen.id, takingOver: takingOver) else { return .busy }
         let current = uploads.withLock { $0[seen.id] }
-        guard current == seen else {
-            endWriting(seen.id)
-            return .changed(current)
-        }
-        return .taken
-    }
-
-    func endWriting(_ id: String) {
-        writers.withLock { _ = $0.remove(id) }
+        guard current == seen else { return .changed(current) }
+        return .taken(claim)
     }
 
     private func isWriting(_ id: String) -> Bool {
-        writers.withLock { $0.contains(id) }
+        writers.withLock { $0[id] != nil }
     }
 
     /// Opens the data file to append at `offset` (what was durable).
@@ -243,18 +359,33 @@ final class ResumableStore: Sendable {
     }
 
     /// Makes what was written durable and moves the offset to it; extends the expiry.
-    func commitWrite(_ id: String, file: Int32, offset: UInt64, endingWrite: Bool = false) throws(Failure) -> Upload {
+    func commitWrite(_ id: String, file: Int32, offset: UInt64, releasing claim: WriteClaim? = nil) throws(Failure) -> Upload {
         guard fsync(file) == 0 else { throw .io("cannot sync the upload's file: \(FileSystem.lastError())") }
         let now = Int64(time(nil))
-        return try update(id, endingWrite: endingWrite) { upload in
+        return try update(id, releasing: claim) { upload in
             upload.offset = offset
             upload.expiresAt = now + Int64(limits.expirySeconds)
         }
     }
 
-    /// Cuts the data file back to `offset` (a rejected chunk).
-    func truncate(_ id: String, file: Int32, to offset: UInt64) {
+    /// Cuts a data file back to `offset` (a rejected chunk).
+    static func truncate(_ file: Int32, to offset: UInt64) {
         _ = ftruncate(file, off_t(offset))
+    }
+
+    /// Writes all of `bytes` to `file`: a short write goes on where it stopped, an
+    /// interrupted one is tried again, any other error is the failure (507 for a full disk).
+    static func writeAll(_ file: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) {
+        var offset = 0
+        while offset < bytes.count {
+            let count = write(file, bytes.baseAddress! + offset, bytes.count - offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                let reason = "the server could not store the bytes: \(FileSystem.lastError())"
+                throw errno == ENOSPC || errno == EDQUOT ? .insufficientStorage(reason) : .io(reason)
+            }
+            offset += count
+        }
     }
 
     func dataPath(_ id: String) -> String { folder + "/" + id + ".data" }
@@ -268,10 +399,10 @@ final class ResumableStore: Sendable {
         let temporary = statePath(upload.id) + ".\(Self.saves.next())" + Self.temporarySuffix
         let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw .io("cannot write the upload's state: \(FileSystem.lastError())") }
-        let written = data.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
+        let written = data.withUnsafeBytes { bytes in (try? Self.writeAll(file, bytes)) != nil }
         let synced = fsync(file)
         close(file)
-        guard written == data.count, synced == 0, rename(temporary, statePath(upload.id)) == 0,
+        guard written, synced == 0, rename(temporary, statePath(upload.id)) == 0,
               FileSystem.syncFolder(folder) else {
             throw .io("cannot write the upload's state: \(FileSystem.lastError())")
         }

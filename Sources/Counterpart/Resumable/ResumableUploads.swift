@@ -2,63 +2,14 @@ import Glibc
 import HTTPTransfer
 import Synchronization
 
-/// An `Upload-Draft-Interop-Version` of "Resumable Uploads for HTTP"
-/// (draft-ietf-httpbis-resumable-upload), with what changed from one to the next. iOS and
-/// macOS 17 send 3, 18.0 sends 5, 18.1 sends 6, 26 sends 8; the drafts define 3 to 9.
-struct InteropVersion: Equatable, Sendable {
-    let number: Int
-
-    static let supported = 3...9
-
-    /// The version a request speaks, if this server speaks it.
-    init?(_ head: RequestHead) {
-        guard let text = head.header("Upload-Draft-Interop-Version"), let number = Int(trimmed(text)),
-              Self.supported.contains(number) else { return nil }
-        self.number = number
-    }
-
-    init(number: Int) { self.number = number }
-
-    /// Version 3 says `Upload-Incomplete` (true: more to come); later ones `Upload-Complete`.
-    func completeness(_ complete: Bool) -> HTTPField {
-        number == 3 ? HTTPField(name: "Upload-Incomplete", value: complete ? "?0" : "?1")
-            : HTTPField(name: "Upload-Complete", value: complete ? "?1" : "?0")
-    }
-
-    /// Whether the request says its content ends the upload; nil when it does not say.
-    func requestSaysComplete(_ head: RequestHead) -> Bool? {
-        let name = number == 3 ? "Upload-Incomplete" : "Upload-Complete"
-        switch head.header(name).map({ String(trimmed($0)) }) {
-        case "?1": return number != 3
-        case "?0": return number == 3
-        default: return nil
-        }
-    }
-
-    var versionField: HTTPField { HTTPField(name: "Upload-Draft-Interop-Version", value: String(number)) }
-    /// From 6 (draft -04): appends are `application/partial-upload`.
-    var requiresPartialUploadType: Bool { number >= 6 }
-    /// From 6: `Upload-Limit`, `Upload-Length` in offset responses, problem details.
-    var hasLimits: Bool { number >= 6 }
-    /// Up to 6, every answer while the upload is active carries `Upload-Offset`; appends
-    /// are answered 201. From 7, `Upload-Complete` instead, and 204.
-    var offsetInAnswers: Bool { number <= 6 }
-    var appendStatus: Int { number <= 6 ? 201 : 204 }
-    /// Version 6 calls the lifetime limit `expires`, later ones `max-age`.
-    var lifetimeKey: String { number == 6 ? "expires" : "max-age" }
-    /// Version 8 (drafts -10, -11) wants `Accept-Patch` in OPTIONS answers.
-    var announcesAcceptPatch: Bool { number == 8 }
-    /// Version 9 (draft -12) also retrieves the offset with GET.
-    var allowsGetForOffset: Bool { number >= 9 }
-}
-
 /// "Resumable Uploads for HTTP" in front of `POST /upload`: a POST that asks for it (with
 /// `Upload-Draft-Interop-Version` and `Upload-Complete`, or `Upload-Incomplete` in
 /// version 3) becomes an upload resource at `/resumable/<id>`, announced with a
 /// `104 (Upload Resumption Supported)` before its body is read; once all of its content
 /// has come — in one request or through appends after interruptions — the assembled body
 /// is handled by `POST /upload` as if it had come in one piece, and its answer is the
-/// answer. This is how URLSession (iOS 17 and later) makes an app's own upload resumable.
+/// answer. Every other request to `/upload` goes to `POST /upload` untouched. This is how
+/// URLSession (iOS 17 and later) makes an app's own upload resumable.
 struct ResumableUploads: Sendable {
     let store: ResumableStore
     let target: UploadEndpoint
@@ -70,198 +21,160 @@ struct ResumableUploads: Sendable {
     let isHTTPS: Bool
 
     static let pathPrefix = "resumable"
-    static let partialUploadType = "application/partial-upload"
-    static let problemBase = "https://iana.org/assignments/http-problem-types#"
 
-    // MARK: - Creation: POST /upload
+    private func session(_ version: InteropVersion) -> ResumableSession {
+        ResumableSession(store: store, dialect: .ietf(version), maxDrainBytes: maxDrainBytes)
+    }
 
-    /// The resumable creation for an upload request, or nil when it is an ordinary upload
-    /// (no interop version, or one this server does not speak: then no 104 is sent, as the
-    /// draft requires, and the upload goes on as a plain one).
-    func creation(_ head: RequestHead) -> RequestAction? {
-        guard head.method == "POST", let version = InteropVersion(head) else { return nil }
-        // From version 4 a creation says `Upload-Complete`; version 3 clients may leave out
-        // `Upload-Incomplete`, so there the interop version is enough.
-        let declared = version.requestSaysComplete(head)
-        if version.number > 3, declared == nil { return nil }
-        let complete = declared ?? true
-        if let offset = head.header("Upload-Offset"), trimmed(offset) != "0" {
-            return .respond(answer(400, version, error: "an upload creation must not have Upload-Offset"))
-        }
-        // What the upload endpoint refuses on the head it refuses now, without a resource.
-        if case .respond(let refusal) = target.respond(to: head) {
-            return .respond(decorated(refusal, version, complete: true))
-        }
-        var length: UInt64?
-        if let text = head.header("Upload-Length") {
-            guard let value = decimalNumber(trimmed(text)) else { return .respond(answer(400, version, error: "Upload-Length must be a number of bytes")) }
-            length = value
-        }
-        if complete, let contentLength = head.contentLength {
-            if let length, length != contentLength {
-                return .respond(problem(400, version, type: "inconsistent-upload-length",
-                                        title: "Upload-Length \(length) and Content-Length \(contentLength) disagree"))
-            }
-            length = contentLength
-        }
-        if let length, length > maxSize {
-            return .respond(answer(413, version, error: "the upload is \(length) bytes; this server takes at most \(maxSize)"))
-        }
-        let upload: ResumableStore.Upload
-        do throws(ResumableStore.Failure) {
-            upload = try store.create(kind: .ietf, length: length, requestHeaders: Self.targetHeaders(head),
-                                      interopVersion: version.number)
+    // MARK: - The target resource: /upload
+
+    func respond(toTarget head: RequestHead) -> RequestAction {
+        let request: ResumableUploadRequest?
+        do {
+            request = try ResumableUploadRequest(target: head.resumable, maxSize: maxSize)
         } catch {
-            return .respond(failureAnswer(error, version))
+            return .respond(refusal(error))
         }
-        _ = store.beginWriting(upload.id)
-        let location = HTTPField(name: "Location", value: absoluteURL(of: upload.id, head))
-        var interim = [version.versionField, location]
-        if version.hasLimits { interim.append(limitField(upload, version)) }
-        do throws(ResumableStore.Failure) {
-            let receiver = try ResumableAppend(store: store, upload: upload, limit: (length ?? maxSize), declared: head.contentLength,
-                                               maxDrainBytes: maxDrainBytes,
-                                               checksum: nil) { outcome in
-                conclude(outcome, version, complete: complete, location: location)
-            }
-            return .receiveBody(receiver, interim: [InformationalResponse(status: 104, reason: "Upload Resumption Supported", headers: interim)])
-        } catch {
-            store.endWriting(upload.id)
-            store.remove(upload.id)
-            return .respond(failureAnswer(error, version))
+        switch request {
+        case .create(let version, let creation)?:
+            return create(creation, version, head)
+        case .options(let version)?:
+            // The target's own answer, with what a client of this version wants to know.
+            guard case .respond(var response) = target.respond(to: head) else { return target.respond(to: head) }
+            response.headers += optionsFields(version)
+            return .respond(response)
+        case nil, .offset?, .append?, .cancel?:
+            return target.respond(to: head)
         }
     }
 
-    /// `OPTIONS /upload` from a client that speaks a version: the limits, and for version
-    /// 8 the `Accept-Patch` it wants.
-    func optionsHeaders(_ head: RequestHead) -> [HTTPField] {
-        guard let version = InteropVersion(head) else { return [] }
-        var headers = [version.versionField]
-        if version.hasLimits { headers.append(HTTPField(name: "Upload-Limit", value: limitValue(nil, version))) }
-        if version.announcesAcceptPatch { headers.append(HTTPField(name: "Accept-Patch", value: Self.partialUploadType)) }
-        return headers
+    private func create(_ creation: ResumableUploadRequest.Creation, _ version: InteropVersion, _ head: RequestHead) -> RequestAction {
+        let session = session(version)
+        // What the upload endpoint refuses on the head it refuses now, without a resource.
+        if case .answered(let refusal) = target.admit(head) { return .respond(decorated(refusal, version, complete: true)) }
+        let upload: ResumableStore.Upload
+        do throws(ResumableStore.Failure) {
+            upload = try store.create(kind: .ietf, length: creation.length, requestHeaders: Self.targetHeaders(head), interopVersion: version.number)
+        } catch {
+            return .respond(session.failure(error))
+        }
+        let location = HTTPField(name: "Location", value: absoluteURL(of: upload.id, head))
+        var interim = [version.field, location]
+        if version.hasLimits { interim.append(limitField(upload, version)) }
+        let action = session.append(to: upload, provided: 0, limit: creation.length ?? maxSize, declared: head.contentLength, takingOver: false,
+                                    interim: [InformationalResponse(status: 104, reason: "Upload Resumption Supported", headers: interim)]) { outcome in
+            conclude(outcome, version, complete: creation.complete, location: location)
+        }
+        // No 104 went out: the resource was never announced.
+        if case .respond = action { store.remove(upload.id) }
+        return action
+    }
+
+    /// `OPTIONS` from a client that speaks a version: the limits, and for version 8 the
+    /// `Accept-Patch` it wants.
+    private func optionsFields(_ version: InteropVersion) -> [HTTPField] {
+        var fields = [version.field]
+        if version.hasLimits { fields.append(limitField(nil, version)) }
+        if version.announcesAcceptPatch { fields.append(HTTPField(name: "Accept-Patch", value: ResumableUploadRequest.partialUploadType)) }
+        return fields
     }
 
     // MARK: - The upload resource: /resumable/<id>
 
-    func respond(to head: RequestHead, segments: [String]) -> RequestAction {
+    func respond(toResource head: RequestHead, segments: [String]) -> RequestAction {
         guard segments.count == 1 else { return .respond(Responses.error(404, "\(head.path) is not an upload resource")) }
-        let id = segments[0]
-        let stored: ResumableStore.Upload
+        let upload: ResumableStore.Upload
         do throws(ResumableStore.Failure) {
-            stored = try store.upload(id)
-            guard stored.kind == .ietf else { throw ResumableStore.Failure.notFound }
+            upload = try store.upload(segments[0])
+            guard upload.kind == .ietf else { throw .notFound }
         } catch {
-            return .respond(failureAnswer(error, InteropVersion(head) ?? InteropVersion(number: InteropVersion.supported.upperBound)))
+            return .respond(session(InteropVersion.requested(in: head.resumable) ?? .newest).failure(error))
         }
-        let version = InteropVersion(head) ?? InteropVersion(number: stored.interopVersion ?? InteropVersion.supported.upperBound)
-        switch head.method {
-        case "HEAD":
-            return .respond(offset(of: stored, version, head))
-        case "GET" where version.allowsGetForOffset:
-            return .respond(offset(of: stored, version, head))
-        case "PATCH":
-            return append(head, to: stored, version)
-        case "DELETE":
-            guard store.beginWriting(id) else {
-                return .respond(answer(409, version, error: "another request is writing to this upload"))
+        let request: ResumableUploadRequest
+        do {
+            request = try ResumableUploadRequest(resource: head.resumable, recorded: upload.interopVersion.flatMap(InteropVersion.init) ?? .newest)
+        } catch {
+            return .respond(refusal(error, upload: upload))
+        }
+        if let reason = upload.invalid {
+            // Only a cancellation still acts on an invalid upload (interop 8 and later).
+            if case .cancel = request {} else {
+                return .respond(session(request.version).problem(400, type: "inconsistent-upload-length", title: "the upload is invalid: \(reason)"))
             }
-            defer { store.endWriting(id) }
-            store.remove(id)
-            return .respond(answer(204, version))
-        case "OPTIONS":
-            return .respond(answer(204, version, headers: [HTTPField(name: "Allow", value: "HEAD, PATCH, DELETE, OPTIONS")] + optionsHeaders(head)))
-        default:
-            return .respond(answer(405, version, error: "\(head.method) is not allowed on an upload resource; use HEAD, PATCH, DELETE or OPTIONS",
-                                   headers: [HTTPField(name: "Allow", value: "HEAD, PATCH, DELETE, OPTIONS")]))
+        }
+        switch request {
+        case .offset(let version):
+            guard ResumableSession.takesOver(head) else { return .respond(offset(of: upload, version)) }
+            store.takeOverIfSilent(upload.id)
+            return .respond(offset(of: (try? store.upload(upload.id)) ?? upload, version))
+        case .append(let version, let append):
+            return self.append(append, to: upload, version, head)
+        case .cancel(let version):
+            guard let claim = store.claim(upload.id) else { return .respond(session(version).busy(upload)) }
+            store.remove(upload.id)
+            claim.release()
+            return .respond(session(version).answer(204))
+        case .options(let version):
+            return .respond(session(version).answer(204, headers: [Self.allowField] + optionsFields(version)))
+        case .create(let version, _):
+            return .respond(refusal(ResumableUploadRefusal(.methodNotAllowed(head.method), version: version), upload: upload))
         }
     }
 
-    private func offset(of upload: ResumableStore.Upload, _ version: InteropVersion, _ head: RequestHead) -> Response {
-        if version.number <= 6, ["Upload-Offset", "Upload-Complete", "Upload-Incomplete", "Upload-Length"].contains(where: { head.header($0) != nil }) {
-            return answer(400, version, error: "an offset request must not carry Upload-Offset, Upload-Complete or Upload-Length")
-        }
-        var headers = [HTTPField(name: "Upload-Offset", value: String(upload.offset)), version.completeness(upload.answer != nil),
+    private static let allowField = HTTPField(name: "Allow", value: ResumableUploadRequest.resourceMethods.joined(separator: ", "))
+
+    private func offset(of upload: ResumableStore.Upload, _ version: InteropVersion) -> Response {
+        var headers = [ResumableSession.offsetField(upload), version.completeness(upload.answer != nil),
                        HTTPField(name: "Cache-Control", value: "no-store")]
         if version.hasLimits {
             if let length = upload.length { headers.append(HTTPField(name: "Upload-Length", value: String(length))) }
             headers.append(limitField(upload, version))
         }
-        return answer(204, version, headers: headers)
+        return session(version).answer(204, headers: headers)
     }
 
-    private func append(_ head: RequestHead, to upload: ResumableStore.Upload, _ version: InteropVersion) -> RequestAction {
-        if version.requiresPartialUploadType, head.header("Content-Type").map({ String(trimmed($0.split(separator: ";")[0])) }) != Self.partialUploadType {
-            return .respond(answer(415, version, error: "an append needs Content-Type: \(Self.partialUploadType)"))
-        }
-        guard let offsetText = head.header("Upload-Offset"), let offset = decimalNumber(trimmed(offsetText)) else {
-            return .respond(answer(400, version, error: "an append needs Upload-Offset: the offset its content starts at"))
-        }
-        if let stored = upload.answer { return .respond(appendToCompleted(stored, version, head)) }
-        guard offset == upload.offset else { return .respond(offsetMismatch(upload, provided: offset, version)) }
-        let declared = version.requestSaysComplete(head)
-        let contentLength = head.contentLength
-        // Checked before any sum: a Content-Length near 2^64 must not overflow `offset + contentLength`
-        // (nor an upload stored under a larger --max-upload-bytes underflow `maxSize - offset`).
-        if offset > maxSize || contentLength.map({ $0 > maxSize - offset }) == true {
-            return .respond(answer(413, version, error: "this append would take the upload past \(maxSize) bytes, the most this server takes",
-                                   headers: [limitField(upload, version)]))
-        }
-        let complete = declared ?? (upload.length != nil && contentLength.map { offset + $0 } == upload.length)
-        var length = upload.length
-        if complete, let contentLength {
-            if let length, length != offset + contentLength {
-                return .respond(problem(400, version, type: "inconsistent-upload-length",
-                                        title: "the upload is \(length) bytes, but this append ends at \(offset + contentLength)"))
-            }
-            length = offset + contentLength
-        }
-        if let length, length > maxSize {
-            return .respond(answer(413, version, error: "the upload is \(length) bytes; this server takes at most \(maxSize)",
-                                   headers: [limitField(upload, version)]))
-        }
-        switch store.beginAppending(to: upload) {
-        case .taken: break
-        case .busy:
-            return .respond(answer(409, version, error: "another request is writing to this upload",
-                                   headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]))
-        case .changed(let current?): return .respond(offsetMismatch(current, provided: offset, version))
-        case .changed(nil): return .respond(failureAnswer(.notFound, version))
-        }
-        do throws(ResumableStore.Failure) {
-            let current = length == upload.length ? upload : try store.update(upload.id) { $0.length = length }
-            let receiver = try ResumableAppend(store: store, upload: current, limit: (length ?? maxSize) - offset, declared: head.contentLength,
-                                               maxDrainBytes: maxDrainBytes, checksum: nil) { outcome in
+    private func append(_ append: ResumableUploadRequest.Append, to upload: ResumableStore.Upload, _ version: InteropVersion,
+                        _ head: RequestHead) -> RequestAction {
+        let session = session(version)
+        let state = AppendDecision.Upload(offset: upload.offset, length: upload.length, completed: upload.answer != nil)
+        switch AppendDecision(append, version, to: state, maxSize: maxSize) {
+        case .proceed(let complete, let length, let limit):
+            return session.append(to: upload, provided: append.offset, recording: length, limit: limit, declared: append.contentLength,
+                                  takingOver: ResumableSession.takesOver(head)) { outcome in
                 conclude(outcome, version, complete: complete, location: nil)
             }
-            return .receiveBody(receiver)
-        } catch {
-            store.endWriting(upload.id)
-            return .respond(failureAnswer(error, version))
+        case .mismatch:
+            return .respond(session.offsetMismatch(provided: append.offset, upload))
+        case .pastLength(let length, let ends):
+            return .respond(pastLength(upload, session, version, title: "the upload is \(length) bytes, but this append ends at \(ends)"))
+        case .inconsistentLength(let length, let ends):
+            return .respond(session.problem(400, type: "inconsistent-upload-length",
+                                            title: "the upload is \(length) bytes, but this append ends at \(ends)", upload: upload))
+        case .tooLarge(let limit):
+            return .respond(session.answer(413, error: "this append would take the upload past \(limit) bytes, the most this server takes",
+                                           headers: [limitField(upload, version)], upload: upload))
+        case .completed(.replay):
+            guard let stored = upload.answer else { return .respond(session.failure(.notFound)) }
+            return .respond(decorated(Response(status: stored.status, headers: stored.headers.map { HTTPField(name: $0[0], value: $0[1]) },
+                                               body: .bytes(stored.body)), version, complete: true))
+        case .completed(.gone):
+            return .respond(session.problem(410, type: "completed-upload", title: "the upload is already complete"))
+        case .completed(.refused(let type)):
+            return .respond(session.problem(400, type: type, title: "the upload is already complete: it takes no more bytes", upload: upload))
         }
     }
 
-    /// 409: the append starts at `provided`, but `upload` is at another offset.
-    private func offsetMismatch(_ upload: ResumableStore.Upload, provided: UInt64, _ version: InteropVersion) -> Response {
-        problem(409, version, type: "mismatching-upload-offset", title: "offset from request does not match offset of resource",
-                extra: [("expected-offset", .unsigned(upload.offset)), ("provided-offset", .unsigned(provided))],
-                headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]
-                    + (version.number >= 9 ? [version.completeness(false)] : []))
-    }
-
-    /// An append to an upload whose answer was already given.
-    private func appendToCompleted(_ stored: ResumableStore.StoredAnswer, _ version: InteropVersion, _ head: RequestHead) -> Response {
-        switch version.number {
-        case 9...:
-            // Draft -12: the server may replay the final response.
-            return decorated(Response(status: stored.status, headers: stored.headers.map { HTTPField(name: $0[0], value: $0[1]) },
-                                      body: .bytes(stored.body)), version, complete: true)
-        case 8 where head.header("Content-Length") == "0":
-            return problem(410, version, type: "completed-upload", title: "the upload is already complete")
-        case 8:
-            return problem(400, version, type: "inconsistent-upload-length", title: "the upload is already complete: it takes no more bytes")
-        default:
-            return problem(400, version, type: "completed-upload", title: "the upload is already complete")
+    /// An append past the upload's length: refused, and from version 8 the upload is
+    /// invalid from then on (`InteropVersion.appendPastLength`).
+    private func pastLength(_ upload: ResumableStore.Upload, _ session: ResumableSession, _ version: InteropVersion, title: String) -> Response {
+        switch version.appendPastLength {
+        case .refused(let status) where status == 400:
+            return session.problem(400, type: "inconsistent-upload-length", title: title, upload: upload)
+        case .refused(let status):
+            return session.answer(status, error: title, headers: [limitField(upload, version)], upload: upload)
+        case .invalidates:
+            let invalid = (try? store.update(upload.id) { $0.invalid = title }) ?? upload
+            return session.problem(400, type: "inconsistent-upload-length", title: title + "; the upload is invalid now", upload: invalid)
         }
     }
 
@@ -271,75 +184,66 @@ struct ResumableUploads: Sendable {
     /// complete, else the acknowledgement of the version.
     private func conclude(_ outcome: ResumableAppend.Outcome, _ version: InteropVersion, complete: Bool,
                           location: HTTPField?) -> (Response, [ReceivedPart]) {
+        let session = session(version)
         switch outcome {
         case .appended(let upload) where complete:
             if let length = upload.length, length != upload.offset {
-                return (problem(400, version, type: "inconsistent-upload-length",
-                                title: "the upload was to be \(length) bytes but ended at \(upload.offset)"), [])
+                return (session.problem(400, type: "inconsistent-upload-length",
+                                        title: "the upload was to be \(length) bytes but ended at \(upload.offset)", upload: upload), [])
             }
             let (response, parts) = target.process(Self.targetHead(upload), bodyAt: store.dataPath(upload.id))
             let body: [UInt8]
             if case .bytes(let bytes) = response.body { body = bytes } else { body = [] }
             _ = try? store.update(upload.id) { upload in
                 upload.length = upload.offset
-                upload.clientCompleted = true
                 upload.answer = ResumableStore.StoredAnswer(status: response.status, headers: response.headers.map { [$0.name, $0.value] }, body: body)
             }
             unlink(store.dataPath(upload.id))
             var final = decorated(response, version, complete: true)
-            if version.offsetInAnswers { final.headers.append(HTTPField(name: "Upload-Offset", value: String(upload.offset))) }
+            if version.offsetInAnswers { final.headers.append(ResumableSession.offsetField(upload)) }
             if let location { final.headers.append(location) }
             return (final, parts)
         case .appended(let upload):
             var headers = [version.completeness(false)]
             if let location { headers.append(location) }
-            if version.offsetInAnswers { headers.append(HTTPField(name: "Upload-Offset", value: String(upload.offset))) }
             if version.hasLimits { headers.append(limitField(upload, version)) }
-            return (answer(location == nil ? version.appendStatus : 201, version, headers: headers), [])
+            return (session.answer(location == nil ? version.appendStatus : 201, headers: headers, upload: upload), [])
+        case .tooLarge(let upload, let limit) where upload.length != nil:
+            return (pastLength(upload, session, version, title: "the content is longer than the \(limit) bytes the upload has left: it was discarded"), [])
         case .tooLarge(let upload, let limit):
-            return (answer(413, version, error: "the content is longer than the \(limit) bytes the upload has left: it was discarded",
-                           headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset)), version.completeness(false)]
-                               + (version.hasLimits ? [limitField(upload, version)] : [])), [])
+            return (session.answer(413, error: "the content is longer than the \(limit) bytes the upload has left: it was discarded",
+                                   headers: [ResumableSession.offsetField(upload), version.completeness(false)]
+                                       + (version.hasLimits ? [limitField(upload, version)] : [])), [])
         case .checksumMismatch(let upload):
-            return (answer(400, version, error: "the content does not match its digest",
-                           headers: [HTTPField(name: "Upload-Offset", value: String(upload.offset))]), [])
+            return (session.answer(400, error: "the content does not match its digest", headers: [ResumableSession.offsetField(upload)]), [])
         case .failed(let failure):
-            return (failureAnswer(failure, version), [])
+            return (session.failure(failure), [])
         }
+    }
+
+    /// A refusal on the head, in the request's version; one for a version this server
+    /// does not speak names the versions it does (problem details, RFC 9457).
+    private func refusal(_ refusal: ResumableUploadRefusal, upload: ResumableStore.Upload? = nil) -> Response {
+        guard let version = refusal.version else {
+            var response = Responses.json(refusal.status, .object([
+                ("title", .string(refusal.message)),
+                ("supported-versions", .array(InteropVersion.supported.map { .number(Int64($0)) })),
+            ]))
+            response.headers = response.headers.map { $0.name == "Content-Type" ? ResumableSession.problemType : $0 }
+            return response
+        }
+        let session = session(version)
+        var headers: [HTTPField] = []
+        if case .methodNotAllowed = refusal.reason { headers.append(Self.allowField) }
+        if case .tooLarge = refusal.reason { headers.append(limitField(upload, version)) }
+        if let type = refusal.problemType { return session.problem(refusal.status, type: type, title: refusal.message, headers: headers, upload: upload) }
+        return session.answer(refusal.status, error: refusal.message, headers: headers, upload: upload)
     }
 
     private func decorated(_ response: Response, _ version: InteropVersion, complete: Bool) -> Response {
         var response = response
-        response.headers += [version.versionField] + (version.number >= 7 || version.number == 3 ? [version.completeness(complete)] : [])
+        response.headers += [version.field] + (version.completenessInFinalAnswers ? [version.completeness(complete)] : [])
         return response
-    }
-
-    private func answer(_ status: Int, _ version: InteropVersion, error: String? = nil, headers: [HTTPField] = []) -> Response {
-        let all = [version.versionField] + headers
-        if let error { return Responses.error(status, error, headers: all) }
-        return Response(status: status, headers: all)
-    }
-
-    /// An `application/problem+json` answer (RFC 9457) with the draft's problem type, from
-    /// version 6; a plain JSON error before.
-    private func problem(_ status: Int, _ version: InteropVersion, type: String, title: String,
-                         extra: [(String, JSON)] = [], headers: [HTTPField] = []) -> Response {
-        guard version.hasLimits else { return answer(status, version, error: title, headers: headers) }
-        var response = Responses.json(status, .object([("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra),
-                                      headers: [version.versionField] + headers)
-        response.headers = response.headers.map { $0.name == "Content-Type" ? HTTPField(name: "Content-Type", value: "application/problem+json") : $0 }
-        return response
-    }
-
-    private func failureAnswer(_ failure: ResumableStore.Failure, _ version: InteropVersion) -> Response {
-        switch failure {
-        case .notFound: return answer(404, version, error: "no such upload")
-        case .expired: return answer(410, version, error: "the upload has expired")
-        case .locked: return answer(409, version, error: "another request is writing to this upload")
-        case .tooMany(let limit): return answer(503, version, error: "the server already has \(limit) uploads in progress")
-        case .insufficientStorage(let reason): return answer(507, version, error: reason)
-        case .io(let reason): return answer(500, version, error: reason)
-        }
     }
 
     private func limitField(_ upload: ResumableStore.Upload?, _ version: InteropVersion) -> HTTPField {

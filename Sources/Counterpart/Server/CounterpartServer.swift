@@ -59,7 +59,6 @@ public final class CounterpartServer: Sendable {
                               fileHeaders: [], rangePolicy: configuration.rangePolicy),
             uploadedFiles: StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
                                        fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy),
-            upload: uploadEndpoint,
             generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy),
             tus: TusEndpoint(store: resumable, uploads: store, maxSize: configuration.maxUploadBytes,
                              maxDrainBytes: configuration.maxDrainBytes),

@@ -8,7 +8,6 @@ import Glibc
 struct Router: RequestHandler {
     let root: StaticFiles
     let uploadedFiles: StaticFiles
-    let upload: UploadEndpoint
     let generated: GeneratedBytesEndpoint
     let tus: TusEndpoint
     let resumable: ResumableUploads
@@ -42,15 +41,10 @@ struct Router: RequestHandler {
         case .refused:
             return .respond(Responses.error(404, "\(head.path) was not found"))
         case .segments(["upload"]):
-            if let creation = resumable.creation(head) { return creation }
-            let action = upload.respond(to: head)
-            if head.method == "OPTIONS", case .respond(var response) = action {
-                response.headers += resumable.optionsHeaders(head)
-                return .respond(response)
-            }
-            return action
+            // Resumable uploads stand in front of POST /upload and pass ordinary uploads on.
+            return resumable.respond(toTarget: head)
         case .segments(let segments) where segments.first == ResumableUploads.pathPrefix:
-            return resumable.respond(to: head, segments: Array(segments.dropFirst()))
+            return resumable.respond(toResource: head, segments: Array(segments.dropFirst()))
         case .segments(let segments) where segments.first == "uploads":
             return .respond(uploadedFiles.respond(to: head, segments: Array(segments.dropFirst())))
         case .segments(let segments) where segments.first == "bytes" && segments.count > 1:

@@ -8,42 +8,59 @@ struct UploadEndpoint: Sendable {
     let limits: UploadLimits
 
     func respond(to head: RequestHead) -> RequestAction {
+        switch admit(head) {
+        case .answered(let response):
+            return .respond(response)
+        case .admitted(let boundary):
+            return .receiveBody(UploadReceiver(store: store, limits: limits, boundary: boundary,
+                                               answersHTML: AcceptHeader(head.header("Accept")).prefersHTML))
+        }
+    }
+
+    /// What the head alone decides: the answer (OPTIONS, a refusal), or the boundary to read the body with.
+    enum Admission {
+        case answered(Response)
+        case admitted(MultipartBoundary)
+    }
+
+    /// Everything the head already condemns is answered before any body byte is stored
+    /// (before `100 Continue` for a client that waits for it).
+    func admit(_ head: RequestHead) -> Admission {
         switch head.method {
         case "POST":
             break
         case "OPTIONS":
-            return .respond(Response(status: 204, headers: [HTTPField(name: "Allow", value: "POST, OPTIONS")]))
+            return .answered(Response(status: 204, headers: [HTTPField(name: "Allow", value: "POST, OPTIONS")]))
         default:
-            return .respond(Responses.methodNotAllowed(head.method, allowed: ["POST", "OPTIONS"], on: "/upload"))
+            return .answered(Responses.methodNotAllowed(head.method, allowed: ["POST", "OPTIONS"], on: "/upload"))
         }
-        // Everything the head already condemns is answered before any body byte is stored
-        // (before `100 Continue` for a client that waits for it).
         let boundary: MultipartBoundary
         do {
             boundary = try MultipartBoundary(contentType: head.header("Content-Type"))
         } catch {
-            return .respond(UploadFailure.response(for: error))
+            return .answered(UploadFailure.response(for: error))
         }
         let declared = head.contentLength
         if let declared, declared > limits.maxBodyBytes {
-            return .respond(UploadFailure.tooLarge(limits.maxBodyBytes, declared: declared))
+            return .answered(UploadFailure.tooLarge(limits.maxBodyBytes, declared: declared))
         }
         do {
             try store.freeSpace.ensureRoom(for: declared ?? 0)
         } catch {
-            return .respond(UploadFailure.response(for: error))
+            return .answered(UploadFailure.response(for: error))
         }
-        return .receiveBody(UploadReceiver(store: store, limits: limits, boundary: boundary,
-                                           answersHTML: AcceptHeader(head.header("Accept")).prefersHTML))
+        return .admitted(boundary)
     }
 
     /// The answer to `head` with the body stored in the file at `path`: an upload whose
     /// body came in pieces (a resumable upload), handled as if it had come in one.
     func process(_ head: RequestHead, bodyAt path: String) -> (Response, [ReceivedPart]) {
-        guard case .receiveBody(let receiver, _) = respond(to: head) else {
-            if case .respond(let response) = respond(to: head) { return (response, []) }
-            return (Responses.error(500, "the upload could not be processed"), [])
+        let boundary: MultipartBoundary
+        switch admit(head) {
+        case .answered(let response): return (response, [])
+        case .admitted(let admitted): boundary = admitted
         }
+        let receiver = UploadReceiver(store: store, limits: limits, boundary: boundary, answersHTML: AcceptHeader(head.header("Accept")).prefersHTML)
         let file = open(path, O_RDONLY | O_CLOEXEC)
         guard file >= 0 else {
             receiver.abandon()

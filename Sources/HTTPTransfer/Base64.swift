@@ -1,6 +1,6 @@
 /// RFC 4648 base64 (with padding): field values that are not UTF-8, tus metadata and
 /// checksums.
-enum Base64 {
+package enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
     private static let values: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
@@ -8,7 +8,7 @@ enum Base64 {
         return table
     }()
 
-    static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var index = 0
@@ -25,7 +25,7 @@ enum Base64 {
     }
 
     /// The bytes `text` encodes, or nil when it is not padded base64.
-    static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         let bytes = Array(text.utf8)
         guard bytes.count % 4 == 0 else { return nil }
         var out: [UInt8] = []
