@@ -7,6 +7,7 @@ let defaults = Configuration()
 let usage = """
     usage: counterpart [--host ADDR] [--port N] [--root DIR] [--uploads DIR]
                        [--max-upload-bytes N] [--threads N] [--quiet] [--fault SPEC]
+                       [--fault-rule RULE]...
                        [--journal-size N] [--cors ORIGIN] [--allow-remote-control]
                        [--tls-cert FILE --tls-key FILE | --tls-self-signed]
                        [--max-resumable-uploads N] [--resumable-expiry SECONDS]
@@ -21,9 +22,12 @@ let usage = """
       --quiet                 no access log on stderr
       --fault SPEC            faults for every request, e.g. cut=1048576 or rate=64KiB,delay=200
                               (cut, stall, rate, delay, status, reset; a request's own win)
+      --fault-rule RULE       arm a counted fault, repeatable, tried in order:
+                              [METHOD] PATH FAULT [times=N] [skip=N], PATH exact or ending in *,
+                              e.g. 'POST /upload cut=1MiB times=2' (see /__counterpart/faults)
       --journal-size N        requests kept for GET /__counterpart/requests (default \(defaults.journalCapacity))
       --cors ORIGIN           allow browser apps from ORIGIN (or *) to use the server
-      --allow-remote-control  let other machines clear the journal and the uploads
+      --allow-remote-control  let other machines clear the journal and the uploads, arm faults
       --tls-cert FILE         serve HTTPS with this PEM certificate (chain)...
       --tls-key FILE          ...and this PEM private key
       --tls-self-signed       serve HTTPS with a throwaway self-signed certificate; where it is
@@ -114,6 +118,9 @@ while let argument = arguments.popFirst() {
     case "--fault":
         let text = value()
         do { configuration.faults = try FaultSpec(parsing: text) } catch { fail("--fault: \(error)") }
+    case "--fault-rule":
+        let text = value()
+        do { configuration.faultRules.append(try FaultRule(parsing: text)) } catch { fail("--fault-rule: \(error)") }
     case "--journal-size":
         configuration.journalCapacity = number(value(), for: flag, in: 0...Int.max, "a number of requests")
     case "--cors":

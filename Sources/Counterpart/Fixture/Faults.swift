@@ -4,22 +4,38 @@ import HTTPTransfer
 /// Applies a `FaultSpec` to one exchange: the response it sends, or the body it reads.
 /// The mechanics of waiting and cutting belong to the adapter; this decides what and when.
 enum Faults {
-    /// The fault spec of a request: the server's, overridden by the `Counterpart-Fault`
-    /// header, overridden by query arguments.
-    static func spec(for head: RequestHead, serverWide: FaultSpec) throws(FaultSpecError) -> FaultSpec {
-        var spec = serverWide
-        if let header = head.header("Counterpart-Fault") { spec = spec.overridden(by: try FaultSpec(parsing: header)) }
-        return spec.overridden(by: try FaultSpec(query: head.query))
+    /// What the faults of a request come to: the server's (`--fault`), overridden by the
+    /// first armed rule that counts it, overridden by the `Counterpart-Fault` header,
+    /// overridden by query arguments. `path` is the decoded path rules match.
+    static func decide(for head: RequestHead, path: String, server: ServerFaults) throws(FaultSpecError) -> FaultDecision {
+        // The request's own faults first: an invalid one gets 400 and no rule counts it.
+        var header: FaultSpec?
+        if let text = head.header("Counterpart-Fault") { header = try FaultSpec(parsing: text) }
+        let query = try FaultSpec(query: head.query)
+        var decision = FaultDecision(spec: server.serverWide, rule: nil)
+        if let count = server.count(method: head.method, path: path), let fault = count.fault {
+            decision.spec = decision.spec.overridden(by: fault)
+            decision.rule = count.rule
+        }
+        if let header { decision.spec = decision.spec.overridden(by: header) }
+        decision.spec = decision.spec.overridden(by: query)
+        return decision
     }
 
-    /// The action with the faults of `spec` applied.
-    static func apply(_ spec: FaultSpec, to action: RequestAction, method: String) -> RequestAction {
+    /// The action that replaces the endpoint's answer (`reset`, `status`), or nil when the
+    /// endpoint answers. Decided on the head, before the endpoint runs: an endpoint that
+    /// ran would have taken a lock, a slot or a file for an answer that is then dropped.
+    static func replacement(_ spec: FaultSpec) -> RequestAction? {
         if spec.reset { return .reset }
-        if let status = spec.status {
-            var response = Responses.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
-            response.delay = spec.delayMilliseconds.map { .milliseconds($0) }
-            return .respond(response)
-        }
+        guard let status = spec.status else { return nil }
+        var response = Responses.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
+        response.delay = spec.delayMilliseconds.map { .milliseconds($0) }
+        return .respond(response)
+    }
+
+    /// The endpoint's action with the faults of `spec` that shape its exchange applied
+    /// (those that replace it are `replacement`'s).
+    static func apply(_ spec: FaultSpec, to action: RequestAction, method: String) -> RequestAction {
         switch action {
         case .respond(let response):
             return .respond(apply(spec, to: response, method: method))
@@ -45,6 +61,30 @@ enum Faults {
         }
         response.body = .stream(length: length, FaultyStream(spec, wrapping: source))
         return response
+    }
+}
+
+/// The faults one request gets, and the armed rule they came from.
+struct FaultDecision {
+    var spec: FaultSpec
+    var rule: Int?
+
+    /// What the journal says of it; nil for a request without faults.
+    var applied: AppliedFault? {
+        spec.isEmpty && rule == nil ? nil : AppliedFault(fault: spec.description, rule: rule)
+    }
+}
+
+/// The fault a request got, as the journal names it.
+public struct AppliedFault: Sendable, Equatable {
+    /// The faults applied, in the fault-spec grammar (`cut=1048576`).
+    public var fault: String
+    /// The armed rule that faulted it; nil for `--fault` or the request's own.
+    public var rule: Int?
+
+    public init(fault: String, rule: Int? = nil) {
+        self.fault = fault
+        self.rule = rule
     }
 }
 

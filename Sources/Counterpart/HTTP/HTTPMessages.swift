@@ -18,6 +18,8 @@ struct RequestHead: Sendable {
     var version: String
     var headers: [HTTPField]
     var clientAddress: String
+    /// The fault the router applied, noted for the journal.
+    var fault: AppliedFault?
 
     /// The first value of the header `name`, compared case-insensitively.
     func header(_ name: String) -> String? {
@@ -106,6 +108,12 @@ enum RequestPath {
             segments.append(segment)
         }
         self = .segments(segments)
+    }
+
+    /// `/a/b c` for segments `a`, `b c`; nil for a path that does not decode.
+    var decoded: String? {
+        guard case .segments(let segments) = self else { return nil }
+        return "/" + segments.joined(separator: "/")
     }
 
     /// `/a/b%20c` for segments `a`, `b c`.
@@ -292,7 +300,8 @@ struct CompletedRequest: Sendable {
 
 /// The server's side of every request: the router.
 protocol RequestHandler: Sendable {
-    func handle(_ head: RequestHead) -> RequestAction
+    /// The action for a request; the handler may note what it decided on the head.
+    func handle(_ head: inout RequestHead) -> RequestAction
     func completed(_ request: CompletedRequest)
 }
 

@@ -280,7 +280,7 @@ private struct ConnectionPointer: @unchecked Sendable {
 /// Per-request state kept in MHD's `con_cls`. MHD calls a connection from one thread at a
 /// time, so this is never touched concurrently.
 private final class RequestState {
-    let head: RequestHead
+    var head: RequestHead
     let started: timespec
     let receivedAt = HTTPDate.now
     var receiver: (any RequestBodyReceiver)?
@@ -316,7 +316,7 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         } else if let held = dispatcher.watch.headArrived(connectionKey(connection)) {
             action = .respond(tooManyConnections(held, limit: dispatcher.watch.maxPerClient, from: state.head.clientAddress))
         } else {
-            action = dispatcher.handler.handle(state.head)
+            action = dispatcher.handler.handle(&state.head)
         }
         switch action {
         case .reset:
