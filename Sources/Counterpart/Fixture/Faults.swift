@@ -12,13 +12,15 @@ enum Faults {
         var header: FaultSpec?
         if let text = head.header("Counterpart-Fault") { header = try FaultSpec(parsing: text) }
         let query = try FaultSpec(query: head.query)
-        var decision = FaultDecision(spec: server.serverWide, rule: nil)
+        // Each source makes its own draws (fail, jitter), in its own sequence.
+        let serverWide = server.serverWide
+        var decision = FaultDecision(spec: serverWide.draws ? serverWide.resolved(draw: server.nextServerWideDraw()) : serverWide, rule: nil)
         if let count = server.count(method: head.method, path: path), let fault = count.fault {
-            decision.spec = decision.spec.overridden(by: fault)
+            decision.spec = decision.spec.overridden(by: fault.resolved(draw: count.draw))
             decision.rule = count.rule
         }
-        if let header { decision.spec = decision.spec.overridden(by: header) }
-        decision.spec = decision.spec.overridden(by: query)
+        if let header { decision.spec = decision.spec.overridden(by: header.resolved(draw: 0)) }
+        decision.spec = decision.spec.overridden(by: query.resolved(draw: 0))
         return decision
     }
 
@@ -46,11 +48,12 @@ enum Faults {
         }
     }
 
-    /// The response with the delay, and its body cut, stalled or throttled.
+    /// The response with the delay, and its body cut, stalled, throttled, reset or late.
     static func apply(_ spec: FaultSpec, to response: Response, method: String) -> Response {
         var response = response
         if let delay = spec.delayMilliseconds { response.delay = .milliseconds(delay) }
-        guard spec.cut != nil || spec.stall != nil || spec.rate != nil, method != "HEAD" else { return response }
+        guard spec.cut != nil || spec.stall != nil || spec.rate != nil || spec.resetAfter != nil || spec.firstByteMilliseconds != nil,
+              method != "HEAD" else { return response }
         let length = response.bodyLength
         let source: any ResponseStream
         switch response.body {
@@ -113,12 +116,14 @@ struct Throttle {
     }
 }
 
-/// A response body with `cut`, `stall` and `rate` applied; `position` counts bytes of
-/// this response (a Range response's own body).
+/// A response body with `cut`, `stall`, `rate`, `reset=N` and `first-byte` applied;
+/// `position` counts bytes of this response (a Range response's own body).
 final class FaultyStream: ResponseStream {
     private let spec: FaultSpec
     private let source: any ResponseStream
     private var throttle: Throttle?
+    /// Whether the first byte has waited its `first-byte` (the headers are out by then).
+    private var firstByteWaited = false
 
     init(_ spec: FaultSpec, wrapping source: any ResponseStream) {
         self.spec = spec
@@ -127,9 +132,15 @@ final class FaultyStream: ResponseStream {
     }
 
     func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
+        if let wait = spec.firstByteMilliseconds, !firstByteWaited {
+            firstByteWaited = true
+            return .pause(.duration(.milliseconds(wait)))
+        }
+        if let reset = spec.resetAfter, position >= reset { return .reset }
         if let cut = spec.cut, position >= cut { return .cut }
         if let stall = spec.stall, position >= stall { return .pause(.untilClientLeaves) }
         var limit = UInt64(buffer.count)
+        if let reset = spec.resetAfter { limit = min(limit, reset - position) }
         if let cut = spec.cut { limit = min(limit, cut - position) }
         if let stall = spec.stall { limit = min(limit, stall - position) }
         if var throttle {
@@ -142,8 +153,8 @@ final class FaultyStream: ResponseStream {
     }
 }
 
-/// A request body read with `cut`, `stall` and `rate` applied. A cut or stalled upload is
-/// abandoned, so nothing of it stays in the uploads folder.
+/// A request body read with `cut`, `stall`, `rate` and `reset=N` applied. A cut, reset or
+/// stalled upload is abandoned, so nothing of it stays in the uploads folder.
 final class FaultyBodyReceiver: RequestBodyReceiver {
     private let spec: FaultSpec
     private let inner: any RequestBodyReceiver
@@ -160,6 +171,10 @@ final class FaultyBodyReceiver: RequestBodyReceiver {
     }
 
     func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
+        if let reset = spec.resetAfter, received + UInt64(chunk.count) >= reset {
+            inner.abandon()
+            return .reset
+        }
         if let cut = spec.cut, received + UInt64(chunk.count) >= cut {
             inner.abandon()
             return .close
@@ -181,6 +196,7 @@ final class FaultyBodyReceiver: RequestBodyReceiver {
         if take > 0 {
             switch inner.receive(UnsafeRawBufferPointer(rebasing: chunk[0..<Int(take)])) {
             case .close: return .close
+            case .reset: return .reset
             case .consumed, .pause: break
             }
             received += take

@@ -183,6 +183,8 @@ enum StreamRead: Equatable {
     case pause(Pause)
     /// Close the connection now (an error, or a `cut` fault).
     case cut
+    /// End the connection with a TCP reset once what was sent has left (a `reset=N` fault).
+    case reset
 }
 
 /// How long an exchange holds still.
@@ -268,6 +270,8 @@ enum BodyIntake: Equatable {
     case pause(consumed: Int, Pause)
     /// Close the connection now (the body goes past what the server will read, or a `cut`).
     case close
+    /// End the connection with a TCP reset (a `reset=N` fault).
+    case reset
 }
 
 /// One part of an upload, as the journal records it.
