@@ -7,6 +7,7 @@ struct ControlEndpoint: Sendable {
     let journal: RequestJournal
     let store: UploadStore
     let faults: FaultsControl
+    let touch: TouchEndpoint
     let allowsRemoteControl: Bool
     /// Told in the health answer, so that a client (the upload page) can refuse a file
     /// that is too large before sending it.
@@ -37,10 +38,13 @@ struct ControlEndpoint: Sendable {
             return Responses.json(200, .object([("removed", .number(Int64(store.removeStoredFiles())))]))
         case (_, ["health"]), (_, ["requests"]):
             return Responses.methodNotAllowed(head.method, allowed: segments == ["health"] ? ["GET", "HEAD"] : ["GET", "HEAD", "DELETE"], on: head.path)
+        case (_, ["touch"]):
+            if let refusal = refusedIfRemote(head) { return refusal }
+            return touch.respond(to: head)
         case (_, ["uploads"]):
             return Responses.methodNotAllowed(head.method, allowed: ["DELETE"], on: head.path)
         default:
-            return Responses.error(404, "\(head.path) is not a control endpoint; they are /__counterpart/health, /__counterpart/requests, /__counterpart/uploads and /__counterpart/faults")
+            return Responses.error(404, "\(head.path) is not a control endpoint; they are /__counterpart/health, /__counterpart/requests, /__counterpart/uploads, /__counterpart/faults and /__counterpart/touch")
         }
     }
 

@@ -53,7 +53,8 @@ public final class CounterpartServer: Sendable {
         resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits, freeSpace: store.freeSpace)
         resumable.removeExpired()
         journal = RequestJournal(capacity: configuration.journalCapacity, maxBytes: configuration.journalMaxBytes)
-        faults = ServerFaults(serverWide: configuration.faults, rules: configuration.faultRules)
+        let changes = ChangeCounters()
+        faults = ServerFaults(serverWide: configuration.faults, rules: configuration.faultRules, cleared: { changes.reset() })
         let origin = ServerOrigin()
         let uploadEndpoint = UploadEndpoint(store: store, limits: UploadLimits(
             maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
@@ -64,12 +65,13 @@ public final class CounterpartServer: Sendable {
             uploadedFiles: StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
                                        fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy),
             upload: uploadEndpoint,
-            generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy),
+            generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy, changes: changes),
             tus: TusEndpoint(store: resumable, uploads: store, maxSize: configuration.maxUploadBytes,
                              maxDrainBytes: configuration.maxDrainBytes),
             resumable: ResumableUploads(store: resumable, target: uploadEndpoint, maxSize: configuration.maxUploadBytes,
                                         maxDrainBytes: configuration.maxDrainBytes, origin: origin, isHTTPS: configuration.tls != nil),
-            control: ControlEndpoint(journal: journal, store: store, faults: FaultsControl(faults: faults), allowsRemoteControl: configuration.allowsRemoteControl,
+            control: ControlEndpoint(journal: journal, store: store, faults: FaultsControl(faults: faults),
+                                     touch: TouchEndpoint(root: root, uploads: uploadsFolder), allowsRemoteControl: configuration.allowsRemoteControl,
                                      maxUploadBytes: configuration.maxUploadBytes),
             faults: faults,
             cors: configuration.corsOrigin.map(CORS.init),
