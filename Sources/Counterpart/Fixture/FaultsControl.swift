@@ -63,8 +63,11 @@ struct FaultsControl: Sendable {
         }
         func integer(_ field: String) throws(FaultRuleError) -> Int? {
             guard let value = object[field], !(value is NSNull) else { return nil }
-            guard !(value is Bool), let number = value as? Int else { throw FaultRuleError(field: field, "must be a whole number") }
-            return number
+            // Booleans are NSNumbers too; their type says which is which ("c", not "i" or "q").
+            guard let number = value as? NSNumber, String(cString: number.objCType) != "c", let whole = value as? Int else {
+                throw FaultRuleError(field: field, "must be a whole number")
+            }
+            return whole
         }
         guard let path = try string("path") else { throw FaultRuleError(field: "path", "is missing (e.g. \"/upload\" or \"/files/*\")") }
         guard let faultText = try string("fault") else { throw FaultRuleError(field: "fault", "is missing (e.g. \"cut=1MiB\")") }

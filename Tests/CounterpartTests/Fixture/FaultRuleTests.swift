@@ -16,6 +16,7 @@ func armRule(_ server: TestServer, _ json: String, base: String? = nil) throws -
 struct FaultRuleTests {
     @Test func armedOverHTTPCurlRetryGetsThroughOnTheThirdTry() throws {
         let server = try makeStaticServer()
+        #expect(try armRule(server, #"{"path": "/other", "fault": "status=500", "times": 1, "skip": 0}"#).status == 201)
         let armed = try armRule(server, #"{"method": "GET", "path": "/hello.txt", "fault": "status=503", "times": 2}"#)
         #expect(armed.status == 201, "\(armed.text)")
         let rule = try armed.json()
@@ -26,8 +27,8 @@ struct FaultRuleTests {
         let fetched = try curl(["--retry", "3", "--retry-delay", "0", server.url("/hello.txt")])
         #expect(fetched.status == 200 && fetched.exitCode == 0)
         let listed = try #require(try curl([server.url("/__counterpart/faults")]).json()["faults"] as? [[String: Any]])
-        #expect(listed.count == 1)
-        #expect(listed.first?["matched"] as? Int == 2 && listed.first?["applied"] as? Int == 2 && listed.first?["remaining"] as? Int == 0)
+        #expect(listed.count == 2)
+        #expect(listed.last?["matched"] as? Int == 2 && listed.last?["applied"] as? Int == 2 && listed.last?["remaining"] as? Int == 0)
         // The journal names the fault and the rule of each faulted request.
         let entries = server.server.journal.waitForRequests(path: "/hello.txt", count: 3)
         #expect(entries.map(\.status) == [503, 503, 200])
@@ -93,7 +94,7 @@ struct FaultRuleTests {
         (#"{"fault": "cut=1"}"#, "path"), (#"{"path": "upload", "fault": "cut=1"}"#, "path"),
         (#"{"path": "/upload"}"#, "fault"), (#"{"path": "/upload", "fault": "cutt=1"}"#, "fault"),
         (#"{"path": "/upload", "fault": ""}"#, "fault"), (#"{"path": "/upload", "fault": "cut=1", "times": 0}"#, "times"),
-        (#"{"path": "/upload", "fault": "cut=1", "times": 1.5}"#, "times"), (#"{"path": "/upload", "fault": "cut=1", "skip": -1}"#, "skip"),
+        (#"{"path": "/upload", "fault": "cut=1", "times": 1.5}"#, "times"), (#"{"path": "/upload", "fault": "cut=1", "times": true}"#, "times"), (#"{"path": "/upload", "fault": "cut=1", "skip": -1}"#, "skip"),
         (#"{"path": "/upload", "fault": "cut=1", "method": "PO ST"}"#, "method"), (#"{"path": "/upload", "fault": "cut=1", "time": 2}"#, "time"),
         (#"{"path": 5, "fault": "cut=1"}"#, "path"), ("[1]", "body"), ("not json", "body"),
     ])
