@@ -142,6 +142,18 @@ struct FaultRuleTests {
         #expect(result.stderr.hasPrefix("counterpart: --fault-rule"), "\(result.stderr)")
     }
 
+    @Test func theHelpAndTheContractListEveryFaultAndEndpoint() throws {
+        let help = try CommandRun(["--help"]).waitForExit().stdout
+        let contract = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/fixture-contract.md"), encoding: .utf8)
+        for name in FaultSpec.names {
+            #expect(help.contains(name), "--help does not name \(name)")
+            #expect(contract.contains("`\(name)"), "the contract does not name \(name)")
+        }
+        for item in ["--fault-rule", "/__counterpart/faults", "/__counterpart/touch", "change-after", "version=V"] {
+            #expect(help.contains(item) && contract.contains(item), "\(item) is missing from --help or the contract")
+        }
+    }
+
     @Test func theCommandLineFormParses() throws {
         let rule = try FaultRule(parsing: "POST /upload cut=1MiB,delay=5 times=2 skip=1")
         #expect(rule == (try FaultRule(method: "POST", path: "/upload", fault: FaultSpec(parsing: "cut=1048576,delay=5"), times: 2, skip: 1)))
