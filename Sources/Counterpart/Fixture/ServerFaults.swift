@@ -37,6 +37,9 @@ public final class ServerFaults: Sendable {
     /// The faults of every request (`--fault`); an armed rule and a request's own override them.
     public let serverWide: FaultSpec
     private let armed: Mutex<(rules: [Armed], nextID: Int)>
+    /// How many rules are armed, read without the lock: a server without rules (the usual
+    /// case) counts its requests without serialising its threads on it.
+    private let armedCount = Atomic<Int>(0)
     private let serverWideDraws = Atomic<UInt64>(0)
     private let cleared: @Sendable () -> Void
 
@@ -44,6 +47,7 @@ public final class ServerFaults: Sendable {
     init(serverWide: FaultSpec, rules: [FaultRule], cleared: @escaping @Sendable () -> Void = {}) {
         self.serverWide = serverWide
         armed = Mutex((rules.enumerated().map { Armed(id: $0.offset + 1, rule: $0.element) }, rules.count + 1))
+        armedCount.store(rules.count, ordering: .releasing)
         self.cleared = cleared
     }
 
@@ -54,6 +58,7 @@ public final class ServerFaults: Sendable {
             let rule = Armed(id: state.nextID, rule: rule)
             state.nextID += 1
             state.rules.append(rule)
+            armedCount.store(state.rules.count, ordering: .releasing)
             return rule
         }
     }
@@ -72,13 +77,17 @@ public final class ServerFaults: Sendable {
         armed.withLock { state in
             guard let index = state.rules.firstIndex(where: { $0.id == id }) else { return false }
             state.rules.remove(at: index)
+            armedCount.store(state.rules.count, ordering: .releasing)
             return true
         }
     }
 
     /// Removes every rule, and starts the fixture's other counters (`/bytes` `change-after`) over.
     public func clear() {
-        armed.withLock { $0.rules.removeAll() }
+        armed.withLock { state in
+            state.rules.removeAll()
+            armedCount.store(0, ordering: .releasing)
+        }
         cleared()
     }
 
@@ -87,7 +96,8 @@ public final class ServerFaults: Sendable {
 
     /// Counts a request against the rules: the first that matches and has faults left counts it.
     func count(method: String, path: String) -> Count? {
-        armed.withLock { state in
+        guard armedCount.load(ordering: .acquiring) > 0 else { return nil }
+        return armed.withLock { state in
             guard let index = state.rules.firstIndex(where: { $0.hasFaultsLeft && $0.rule.matches(method: method, path: path) }) else {
                 return nil
             }
