@@ -60,6 +60,14 @@ struct FinerFaultTests {
         #expect(plain.error == ECONNRESET && plain.bytes.isEmpty)
     }
 
+    @Test func resetAfterNBytesAndFirstByteWithAThreadPerConnectionToo() throws {
+        let server = try makeStaticServer { $0.threads = 0 }
+        let (response, error) = try exchangeUntilEnd(port: server.server.port, Array("GET /data.bin?reset=20000 HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+        #expect(error == ECONNRESET && body(of: response) == [UInt8](sampleData.prefix(20_000)))
+        let (late, seconds) = try timedCurl([server.url("/hello.txt?first-byte=500")])
+        #expect(late.text == "hello\n" && seconds >= 0.45)
+    }
+
     @Test func resetAfterNBytesOfAnUploadStoresNothing() throws {
         let server = try TestServer()
         let content = [UInt8](testBytes(count: 400_000))
