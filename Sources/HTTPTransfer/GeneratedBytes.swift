@@ -4,15 +4,32 @@
 /// The stream is SplitMix64 from `seed`, each 64-bit output written little-endian:
 /// byte `p` is byte `p % 8` of `mix(seed &+ (p / 8 &+ 1) &* 0x9E3779B97F4A7C15)`, where
 /// `mix` is SplitMix64's finaliser. A test can compute the expected bytes of any range.
+///
+/// Version `V` of the same seed (`/bytes/N?seed=S&version=V`, a file that changed) is the
+/// stream of the key `mix(seed &+ V &* 0xD1B54A32D192ED03)` in place of `seed`; version 0
+/// is the seed's own stream.
 public struct GeneratedBytes: Sendable, Equatable {
     public let seed: UInt64
+    public let version: UInt64
+    /// What the stream is made from: the seed, or for a later version a key mixed from both.
+    private let key: UInt64
 
-    public init(seed: UInt64) { self.seed = seed }
+    public init(seed: UInt64, version: UInt64 = 0) {
+        self.seed = seed
+        self.version = version
+        key = version == 0 ? seed : Self.mix(seed &+ version &* 0xD1B5_4A32_D192_ED03)
+    }
 
     /// The 8 bytes starting at offset `8 * index`, as one little-endian word.
     @inline(__always)
     public func word(_ index: UInt64) -> UInt64 {
-        var z = seed &+ (index &+ 1) &* 0x9E37_79B9_7F4A_7C15
+        Self.mix(key &+ (index &+ 1) &* 0x9E37_79B9_7F4A_7C15)
+    }
+
+    /// SplitMix64's finaliser.
+    @inline(__always)
+    static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)

@@ -8,6 +8,10 @@ public struct MultipartError: Error, Equatable, Sendable, CustomStringConvertibl
         /// The body never contains a `--boundary` line. Carries the body's first line, to
         /// show a client that used another boundary than the one it declared.
         case noDelimiter(firstLine: String)
+        /// The only delimiter is the close delimiter `--boundary--`, after text: the parts
+        /// were written with another boundary (theirs went by as preamble). Carries the
+        /// body's first line, which shows the boundary they used.
+        case onlyCloseDelimiter(firstLine: String)
         /// A delimiter line continues with something other than padding and a line end.
         case malformedDelimiter
         /// The body ended before the close delimiter `--boundary--`.
@@ -53,6 +57,8 @@ public struct MultipartError: Error, Equatable, Sendable, CustomStringConvertibl
         case .noDelimiter(let firstLine):
             let start = firstLine.isEmpty ? "the body is empty" : "the body starts with \"\(firstLine)\""
             return "the body contains no delimiter line \"--\(boundary)\" (the boundary from Content-Type); \(start)"
+        case .onlyCloseDelimiter(let firstLine):
+            return "the body's only delimiter is the close delimiter \"--\(boundary)--\" at byte \(offset), after text that starts with \"\(firstLine)\": were the parts written with another boundary than \"\(boundary)\", the one in Content-Type?"
         case .malformedDelimiter:
             return "the delimiter line \"--\(boundary)\" before \(inPart) is followed by other text at byte \(offset); only spaces, tabs and a line end may follow it"
         case .truncated(let location):

@@ -265,6 +265,9 @@ public struct MultipartParser {
                 }
             case .oneDash:
                 if byte == ASCII.dash {
+                    if !sawFirstDelimiter, let firstLine = textBeforeOnlyCloseDelimiter(endingAt: bytesConsumed + position + 1) {
+                        throw failure(.onlyCloseDelimiter(firstLine: firstLine), offset: bytesConsumed + position + 1)
+                    }
                     if inPart { try handler(.partEnd) }
                     inPart = false
                     state = .epilogue
@@ -284,6 +287,20 @@ public struct MultipartParser {
         }
         state = .afterDelimiter(tail)
         return position
+    }
+
+    /// When the first delimiter is the close delimiter ending at `end`: the body's first
+    /// line if text came before it, nil if only line ends and spaces did (`--boundary--`
+    /// alone is an empty form). Text there means the parts were written with another
+    /// boundary than the one declared: each of its delimiters went by as preamble.
+    private func textBeforeOnlyCloseDelimiter(endingAt end: Int) -> String? {
+        // The close delimiter is `--boundary--` after a LF (a pretended one at the start).
+        let preamble = end - boundary.value.utf8.count - 4 - 1
+        guard preamble > 0 else { return nil }
+        let isBlank = preamble <= firstBytes.count
+            && firstBytes.prefix(preamble).allSatisfy { ASCII.isWhitespace($0) || $0 == ASCII.cr || $0 == ASCII.lf }
+        guard !isBlank else { return nil }
+        return headerText(firstBytes.prefix { $0 != ASCII.cr && $0 != ASCII.lf })
     }
 
     /// The bytes matched as a delimiter were content: give them back as data.

@@ -20,13 +20,14 @@ struct MultipartCase: CustomTestStringConvertible, Sendable {
 
     /// Error kinds compared by case, with the values that matter.
     enum Kind: Equatable, Sendable {
-        case noDelimiter(firstLine: String), malformedDelimiter, truncated(MultipartError.Location)
+        case noDelimiter(firstLine: String), onlyCloseDelimiter(firstLine: String), malformedDelimiter, truncated(MultipartError.Location)
         case headerSectionTooLarge, malformedHeader, missingContentDisposition
         case invalidContentDisposition, duplicateHeader(String), tooManyParts, fieldBytesExceeded
 
         init(_ kind: MultipartError.Kind) {
             switch kind {
             case .noDelimiter(let line): self = .noDelimiter(firstLine: line)
+            case .onlyCloseDelimiter(let line): self = .onlyCloseDelimiter(firstLine: line)
             case .malformedDelimiter: self = .malformedDelimiter
             case .truncated(let location): self = .truncated(location)
             case .headerSectionTooLarge: self = .headerSectionTooLarge
@@ -189,6 +190,18 @@ private let multipartCases: [MultipartCase] = [
         rule: "no delimiter at all: the error quotes the body's first line",
         body: Array("--OtherBoundary\r\n\(field("a", "1"))\r\n--OtherBoundary--"),
         expected: .error(.noDelimiter(firstLine: "--OtherBoundary"), part: nil)),
+    MultipartCase(
+        rule: "parts written with another boundary, closed with ours: the error names both",
+        body: Array("--OtherBoundary\r\n\(field("a", "1"))\r\n--OtherBoundary--\r\n--B0undary--\r\n"),
+        expected: .error(.onlyCloseDelimiter(firstLine: "--OtherBoundary"), part: nil)),
+    MultipartCase(
+        rule: "text, then only the close delimiter, LF line ends",
+        body: Array("hello\n--B0undary--"),
+        expected: .error(.onlyCloseDelimiter(firstLine: "hello"), part: nil)),
+    MultipartCase(
+        rule: "only line ends and spaces before the close delimiter: an empty form",
+        body: Array("\r\n \t\r\n--B0undary--\r\n"),
+        expected: .parts([])),
     MultipartCase(
         rule: "an empty body has no delimiter",
         body: [],

@@ -1,17 +1,25 @@
 import Glibc
 
 /// `/__counterpart/...`: the server's own endpoints for the tests that use it — health,
-/// the request journal, clearing the uploads. Those that change state answer only
-/// loopback clients unless the server allows remote control.
+/// the request journal, clearing the uploads, fault rules. Those that change state answer
+/// only loopback clients unless the server allows remote control.
 struct ControlEndpoint: Sendable {
     let journal: RequestJournal
     let store: UploadStore
+    let faults: FaultsControl
+    let touch: TouchEndpoint
     let allowsRemoteControl: Bool
     /// Told in the health answer, so that a client (the upload page) can refuse a file
     /// that is too large before sending it.
     let maxUploadBytes: UInt64
 
     static let prefix = "__counterpart"
+
+    func action(for head: RequestHead, segments: [String]) -> RequestAction {
+        guard segments.first == "faults" else { return .respond(respond(to: head, segments: segments)) }
+        if head.method != "GET", head.method != "HEAD", let refusal = refusedIfRemote(head) { return .respond(refusal) }
+        return faults.action(for: head, segments: Array(segments.dropFirst()))
+    }
 
     func respond(to head: RequestHead, segments: [String]) -> Response {
         switch (head.method, segments) {
@@ -30,10 +38,13 @@ struct ControlEndpoint: Sendable {
             return Responses.json(200, .object([("removed", .number(Int64(store.removeStoredFiles())))]))
         case (_, ["health"]), (_, ["requests"]):
             return Responses.methodNotAllowed(head.method, allowed: segments == ["health"] ? ["GET", "HEAD"] : ["GET", "HEAD", "DELETE"], on: head.path)
+        case (_, ["touch"]):
+            if let refusal = refusedIfRemote(head) { return refusal }
+            return touch.respond(to: head)
         case (_, ["uploads"]):
             return Responses.methodNotAllowed(head.method, allowed: ["DELETE"], on: head.path)
         default:
-            return Responses.error(404, "\(head.path) is not a control endpoint; they are /__counterpart/health, /__counterpart/requests and /__counterpart/uploads")
+            return Responses.error(404, "\(head.path) is not a control endpoint; they are /__counterpart/health, /__counterpart/requests, /__counterpart/uploads, /__counterpart/faults and /__counterpart/touch")
         }
     }
 

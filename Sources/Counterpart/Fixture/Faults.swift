@@ -4,22 +4,40 @@ import HTTPTransfer
 /// Applies a `FaultSpec` to one exchange: the response it sends, or the body it reads.
 /// The mechanics of waiting and cutting belong to the adapter; this decides what and when.
 enum Faults {
-    /// The fault spec of a request: the server's, overridden by the `Counterpart-Fault`
-    /// header, overridden by query arguments.
-    static func spec(for head: RequestHead, serverWide: FaultSpec) throws(FaultSpecError) -> FaultSpec {
-        var spec = serverWide
-        if let header = head.header("Counterpart-Fault") { spec = spec.overridden(by: try FaultSpec(parsing: header)) }
-        return spec.overridden(by: try FaultSpec(query: head.query))
+    /// What the faults of a request come to: the server's (`--fault`), overridden by the
+    /// first armed rule that counts it, overridden by the `Counterpart-Fault` header,
+    /// overridden by query arguments. `path` is the decoded path rules match.
+    static func decide(for head: RequestHead, path: String, server: ServerFaults) throws(FaultSpecError) -> FaultDecision {
+        // The request's own faults first: an invalid one gets 400 and no rule counts it.
+        var header: FaultSpec?
+        if let text = head.header("Counterpart-Fault") { header = try FaultSpec(parsing: text) }
+        let query = try FaultSpec(query: head.query)
+        // Each source makes its own draws (fail, jitter), in its own sequence.
+        let serverWide = server.serverWide
+        var decision = FaultDecision(spec: serverWide.draws ? serverWide.resolved(draw: server.nextServerWideDraw()) : serverWide, rule: nil)
+        if let count = server.count(method: head.method, path: path), let fault = count.fault {
+            decision.spec = decision.spec.overridden(by: fault.resolved(draw: count.draw))
+            decision.rule = count.rule
+        }
+        if let header { decision.spec = decision.spec.overridden(by: header.resolved(draw: 0)) }
+        decision.spec = decision.spec.overridden(by: query.resolved(draw: 0))
+        return decision
     }
 
-    /// The action with the faults of `spec` applied.
-    static func apply(_ spec: FaultSpec, to action: RequestAction, method: String) -> RequestAction {
+    /// The action that replaces the endpoint's answer (`reset`, `status`), or nil when the
+    /// endpoint answers. Decided on the head, before the endpoint runs: an endpoint that
+    /// ran would have taken a lock, a slot or a file for an answer that is then dropped.
+    static func replacement(_ spec: FaultSpec) -> RequestAction? {
         if spec.reset { return .reset }
-        if let status = spec.status {
-            var response = Responses.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
-            response.delay = spec.delayMilliseconds.map { .milliseconds($0) }
-            return .respond(response)
-        }
+        guard let status = spec.status else { return nil }
+        var response = Responses.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
+        response.delay = spec.delayMilliseconds.map { .milliseconds($0) }
+        return .respond(response)
+    }
+
+    /// The endpoint's action with the faults of `spec` that shape its exchange applied
+    /// (those that replace it are `replacement`'s).
+    static func apply(_ spec: FaultSpec, to action: RequestAction, method: String) -> RequestAction {
         switch action {
         case .respond(let response):
             return .respond(apply(spec, to: response, method: method))
@@ -30,11 +48,12 @@ enum Faults {
         }
     }
 
-    /// The response with the delay, and its body cut, stalled or throttled.
+    /// The response with the delay, and its body cut, stalled, throttled, reset or late.
     static func apply(_ spec: FaultSpec, to response: Response, method: String) -> Response {
         var response = response
         if let delay = spec.delayMilliseconds { response.delay = .milliseconds(delay) }
-        guard spec.cut != nil || spec.stall != nil || spec.rate != nil, method != "HEAD" else { return response }
+        guard spec.cut != nil || spec.stall != nil || spec.rate != nil || spec.resetAfter != nil || spec.firstByteMilliseconds != nil,
+              method != "HEAD" else { return response }
         let length = response.bodyLength
         let source: any ResponseStream
         switch response.body {
@@ -45,6 +64,30 @@ enum Faults {
         }
         response.body = .stream(length: length, FaultyStream(spec, wrapping: source))
         return response
+    }
+}
+
+/// The faults one request gets, and the armed rule they came from.
+struct FaultDecision {
+    var spec: FaultSpec
+    var rule: Int?
+
+    /// What the journal says of it; nil for a request without faults.
+    var applied: AppliedFault? {
+        spec.isEmpty && rule == nil ? nil : AppliedFault(fault: spec.description, rule: rule)
+    }
+}
+
+/// The fault a request got, as the journal names it.
+public struct AppliedFault: Sendable, Equatable {
+    /// The faults applied, in the fault-spec grammar (`cut=1048576`).
+    public var fault: String
+    /// The armed rule that faulted it; nil for `--fault` or the request's own.
+    public var rule: Int?
+
+    public init(fault: String, rule: Int? = nil) {
+        self.fault = fault
+        self.rule = rule
     }
 }
 
@@ -73,12 +116,14 @@ struct Throttle {
     }
 }
 
-/// A response body with `cut`, `stall` and `rate` applied; `position` counts bytes of
-/// this response (a Range response's own body).
+/// A response body with `cut`, `stall`, `rate`, `reset=N` and `first-byte` applied;
+/// `position` counts bytes of this response (a Range response's own body).
 final class FaultyStream: ResponseStream {
     private let spec: FaultSpec
     private let source: any ResponseStream
     private var throttle: Throttle?
+    /// Whether the first byte has waited its `first-byte` (the headers are out by then).
+    private var firstByteWaited = false
 
     init(_ spec: FaultSpec, wrapping source: any ResponseStream) {
         self.spec = spec
@@ -87,9 +132,15 @@ final class FaultyStream: ResponseStream {
     }
 
     func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
+        if let wait = spec.firstByteMilliseconds, !firstByteWaited {
+            firstByteWaited = true
+            return .pause(.duration(.milliseconds(wait)))
+        }
+        if let reset = spec.resetAfter, position >= reset { return .reset }
         if let cut = spec.cut, position >= cut { return .cut }
         if let stall = spec.stall, position >= stall { return .pause(.untilClientLeaves) }
         var limit = UInt64(buffer.count)
+        if let reset = spec.resetAfter { limit = min(limit, reset - position) }
         if let cut = spec.cut { limit = min(limit, cut - position) }
         if let stall = spec.stall { limit = min(limit, stall - position) }
         if var throttle {
@@ -102,8 +153,8 @@ final class FaultyStream: ResponseStream {
     }
 }
 
-/// A request body read with `cut`, `stall` and `rate` applied. A cut or stalled upload is
-/// abandoned, so nothing of it stays in the uploads folder.
+/// A request body read with `cut`, `stall`, `rate` and `reset=N` applied. A cut, reset or
+/// stalled upload is abandoned, so nothing of it stays in the uploads folder.
 final class FaultyBodyReceiver: RequestBodyReceiver {
     private let spec: FaultSpec
     private let inner: any RequestBodyReceiver
@@ -120,6 +171,10 @@ final class FaultyBodyReceiver: RequestBodyReceiver {
     }
 
     func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
+        if let reset = spec.resetAfter, received + UInt64(chunk.count) >= reset {
+            inner.abandon()
+            return .reset
+        }
         if let cut = spec.cut, received + UInt64(chunk.count) >= cut {
             inner.abandon()
             return .close
@@ -141,6 +196,7 @@ final class FaultyBodyReceiver: RequestBodyReceiver {
         if take > 0 {
             switch inner.receive(UnsafeRawBufferPointer(rebasing: chunk[0..<Int(take)])) {
             case .close: return .close
+            case .reset: return .reset
             case .consumed, .pause: break
             }
             received += take

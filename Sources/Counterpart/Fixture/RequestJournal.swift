@@ -29,6 +29,8 @@ public final class RequestJournal: Sendable {
         public var receivedAt: HTTPDate
         public var durationSeconds: Double
         public var clientAddress: String
+        /// The fault it got (`--fault`, an armed rule's, its own), and the rule's id.
+        public var fault: AppliedFault?
 
         /// The first value of a request header, compared case-insensitively.
         public func header(_ name: String) -> String? {
@@ -183,7 +185,7 @@ extension RequestJournal.Entry {
             parts: request.parts.map { RequestJournal.Part(name: $0.name, filename: $0.filename, contentType: $0.contentType, size: $0.size, sha256: $0.sha256) },
             status: request.status, responseBodyBytes: request.bodyBytes, bytesSent: request.bytesSent,
             clientHungUp: !request.completed, receivedAt: request.receivedAt, durationSeconds: request.seconds,
-            clientAddress: head.clientAddress)
+            clientAddress: head.clientAddress, fault: head.fault)
     }
 }
 
@@ -221,6 +223,7 @@ extension RequestJournal.Entry {
             ("receivedAt", .string(receivedAt.description)),
             ("durationMilliseconds", .number(Int64((durationSeconds * 1000).rounded()))),
             ("clientAddress", .string(clientAddress)),
+            ("fault", fault.map { .object([("fault", .string($0.fault)), ("rule", $0.rule.map { .number(Int64($0)) } ?? .null)]) } ?? .null),
         ])
     }
 }

@@ -18,6 +18,8 @@ struct RequestHead: Sendable {
     var version: String
     var headers: [HTTPField]
     var clientAddress: String
+    /// The fault the router applied, noted for the journal.
+    var fault: AppliedFault?
 
     /// The first value of the header `name`, compared case-insensitively.
     func header(_ name: String) -> String? {
@@ -119,6 +121,12 @@ enum RequestPath {
         self = .segments(segments)
     }
 
+    /// `/a/b c` for segments `a`, `b c`; nil for a path that does not decode.
+    var decoded: String? {
+        guard case .segments(let segments) = self else { return nil }
+        return "/" + segments.joined(separator: "/")
+    }
+
     /// `/a/b%20c` for segments `a`, `b c`.
     static func encoded(_ segments: [String]) -> String {
         "/" + segments.map { PercentEncoding.encode($0) }.joined(separator: "/")
@@ -186,6 +194,8 @@ enum StreamRead: Equatable {
     case pause(Pause)
     /// Close the connection now (an error, or a `cut` fault).
     case cut
+    /// End the connection with a TCP reset once what was sent has left (a `reset=N` fault).
+    case reset
 }
 
 /// How long an exchange holds still.
@@ -271,6 +281,8 @@ enum BodyIntake: Equatable {
     case pause(consumed: Int, Pause)
     /// Close the connection now (the body goes past what the server will read, or a `cut`).
     case close
+    /// End the connection with a TCP reset (a `reset=N` fault).
+    case reset
 }
 
 /// One part of an upload, as the journal records it.
@@ -303,7 +315,8 @@ struct CompletedRequest: Sendable {
 
 /// The server's side of every request: the router.
 protocol RequestHandler: Sendable {
-    func handle(_ head: RequestHead) -> RequestAction
+    /// The action for a request; the handler may note what it decided on the head.
+    func handle(_ head: inout RequestHead) -> RequestAction
     func completed(_ request: CompletedRequest)
 }
 

@@ -280,7 +280,7 @@ private struct ConnectionPointer: @unchecked Sendable {
 /// Per-request state kept in MHD's `con_cls`. MHD calls a connection from one thread at a
 /// time, so this is never touched concurrently.
 private final class RequestState {
-    let head: RequestHead
+    var head: RequestHead
     let started: timespec
     let receivedAt = HTTPDate.now
     var receiver: (any RequestBodyReceiver)?
@@ -316,16 +316,11 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
         } else if let watched = watchedConnection(connection), let held = dispatcher.watch.headArrived(watched) {
             action = .respond(tooManyConnections(held, limit: dispatcher.watch.maxPerClient, from: state.head.clientAddress))
         } else {
-            action = dispatcher.handler.handle(state.head)
+            action = dispatcher.handler.handle(&state.head)
         }
         switch action {
         case .reset:
-            // connect(AF_UNSPEC) disconnects a TCP socket with a RST (Linux tcp_disconnect);
-            // MHD then closes what is left. Closing with SO_LINGER 0 would not do: MHD
-            // shuts the socket down first, which sends a FIN.
-            var unspecified = sockaddr()
-            unspecified.sa_family = sa_family_t(AF_UNSPEC)
-            _ = connect(cp_connection_fd(connection), &unspecified, socklen_t(MemoryLayout<sockaddr>.size))
+            resetConnection(connection)
             return MHD_Result.NO
         case .respond(let response) where state.head.announcesBody:
             let declared = state.head.contentLength
@@ -371,6 +366,9 @@ private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, m
             return dispatcher.pauses.hold(connection, for: pause) == .refused ? MHD_Result.NO : MHD_Result.YES
         case .close:
             state.requestBodyBytes += UInt64(offered)
+            return MHD_Result.NO
+        case .reset:
+            resetConnection(connection)
             return MHD_Result.NO
         }
     }
@@ -666,9 +664,32 @@ private let readStream: MHD_ContentReaderCallback = { cls, position, buffer, max
     case .pause(let pause):
         // Returning 0 asks MHD to call again: once resumed, or at once after a sleep.
         return box.dispatcher.pauses.hold(box.connection, for: pause) == .refused ? Int(MHD_CONTENT_READER_END_WITH_ERROR) : 0
+    case .reset:
+        resetConnection(box.connection, afterSending: true)
+        return Int(MHD_CONTENT_READER_END_WITH_ERROR)
     case .bytes, .cut:
         return Int(MHD_CONTENT_READER_END_WITH_ERROR)
     }
+}
+
+/// Ends a connection with a TCP reset: connect(AF_UNSPEC) disconnects a TCP socket with a
+/// RST (Linux tcp_disconnect); MHD then closes what is left. Closing with SO_LINGER 0
+/// would not do: MHD shuts the socket down first, which sends a FIN. The reset throws
+/// away what the socket has not sent yet, so `afterSending` first waits (up to a second)
+/// for its send queue to empty: the client gets every byte written before the reset.
+private func resetConnection(_ connection: OpaquePointer, afterSending: Bool = false) {
+    let socket = cp_connection_fd(connection)
+    if afterSending {
+        var unsent: Int32 = 0
+        var waited = 0
+        while waited < 1000, ioctl(socket, UInt(TIOCOUTQ), &unsent) == 0, unsent > 0 {
+            usleep(1000)
+            waited += 1
+        }
+    }
+    var unspecified = sockaddr()
+    unspecified.sa_family = sa_family_t(AF_UNSPEC)
+    _ = connect(socket, &unspecified, socklen_t(MemoryLayout<sockaddr>.size))
 }
 
 private let freeStream: MHD_ContentReaderFreeCallback = { cls in

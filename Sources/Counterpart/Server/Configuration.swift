@@ -44,6 +44,8 @@ public struct Configuration: Sendable {
     public var accessLog: Bool
     /// Faults injected into every request (a request's own fault spec overrides them).
     public var faults: FaultSpec
+    /// Fault rules armed from the start (`--fault-rule`), tried in this order.
+    public var faultRules: [FaultRule]
     /// Requests the journal keeps (the oldest go first); 0 keeps none.
     public var journalCapacity: Int
     /// Bytes of text (targets, headers, part names) the journal keeps at most: a few hostile
@@ -83,6 +85,7 @@ public struct Configuration: Sendable {
         maxDrainBytes: UInt64 = 64 << 20,
         accessLog: Bool = false,
         faults: FaultSpec = FaultSpec(),
+        faultRules: [FaultRule] = [],
         journalCapacity: Int = defaultJournalCapacity,
         journalMaxBytes: Int = 16 << 20,
         corsOrigin: String? = nil,
@@ -108,6 +111,7 @@ public struct Configuration: Sendable {
         self.maxDrainBytes = maxDrainBytes
         self.accessLog = accessLog
         self.faults = faults
+        self.faultRules = faultRules
         self.journalCapacity = journalCapacity
         self.journalMaxBytes = journalMaxBytes
         self.corsOrigin = corsOrigin

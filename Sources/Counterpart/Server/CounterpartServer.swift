@@ -16,6 +16,9 @@ public final class CounterpartServer: Sendable {
     public let port: UInt16
     /// The last requests it answered (`configuration.journalCapacity` of them).
     public let journal: RequestJournal
+    /// The faults it applies of its own accord: `configuration.faults` and the rules armed
+    /// (`configuration.faultRules`, `POST /__counterpart/faults`, `faults.arm(…)`).
+    public let faults: ServerFaults
     private let daemon: MicroHTTPDDaemon
     private let store: UploadStore
     private let resumable: ResumableStore
@@ -50,6 +53,8 @@ public final class CounterpartServer: Sendable {
         resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits, freeSpace: store.freeSpace)
         resumable.removeExpired()
         journal = RequestJournal(capacity: configuration.journalCapacity, maxBytes: configuration.journalMaxBytes)
+        let changes = ChangeCounters()
+        faults = ServerFaults(serverWide: configuration.faults, rules: configuration.faultRules, cleared: { changes.reset() })
         let origin = ServerOrigin()
         let uploadEndpoint = UploadEndpoint(store: store, limits: UploadLimits(
             maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
@@ -59,14 +64,15 @@ public final class CounterpartServer: Sendable {
                               fileHeaders: [], rangePolicy: configuration.rangePolicy),
             uploadedFiles: StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
                                        fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy),
-            generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy),
+            generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy, changes: changes),
             tus: TusEndpoint(store: resumable, uploads: store, maxSize: configuration.maxUploadBytes,
                              maxDrainBytes: configuration.maxDrainBytes),
             resumable: ResumableUploads(store: resumable, target: uploadEndpoint, maxSize: configuration.maxUploadBytes,
                                         maxDrainBytes: configuration.maxDrainBytes, origin: origin, isHTTPS: configuration.tls != nil),
-            control: ControlEndpoint(journal: journal, store: store, allowsRemoteControl: configuration.allowsRemoteControl,
+            control: ControlEndpoint(journal: journal, store: store, faults: FaultsControl(faults: faults),
+                                     touch: TouchEndpoint(root: root, uploads: uploadsFolder), allowsRemoteControl: configuration.allowsRemoteControl,
                                      maxUploadBytes: configuration.maxUploadBytes),
-            serverFaults: configuration.faults,
+            faults: faults,
             cors: configuration.corsOrigin.map(CORS.init),
             journal: journal,
             accessLog: configuration.accessLog)

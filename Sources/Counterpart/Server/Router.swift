@@ -12,26 +12,30 @@ struct Router: RequestHandler {
     let tus: TusEndpoint
     let resumable: ResumableUploads
     let control: ControlEndpoint
-    /// Faults for every request (`--fault`); a request's own override them.
-    let serverFaults: FaultSpec
+    /// The server's own faults (`--fault`, armed rules); a request's own override them.
+    let faults: ServerFaults
     let cors: CORS?
     let journal: RequestJournal
     let accessLog: Bool
 
-    func handle(_ head: RequestHead) -> RequestAction {
+    func handle(_ head: inout RequestHead) -> RequestAction {
         let path = RequestPath(head.path)
         if case .segments(let segments) = path, segments.first == ControlEndpoint.prefix {
             // Neither faulted nor journaled: tests must be able to rely on these.
-            return decorated(.respond(control.respond(to: head, segments: Array(segments.dropFirst()))), head)
+            return decorated(control.action(for: head, segments: Array(segments.dropFirst())), head)
         }
         if let preflight = cors?.preflight(head) { return .respond(preflight) }
-        let faults: FaultSpec
+        let decision: FaultDecision
         do {
-            faults = try Faults.spec(for: head, serverWide: serverFaults)
+            decision = try Faults.decide(for: head, path: path.decoded ?? head.path, server: faults)
         } catch {
             return decorated(.respond(Responses.error(400, "invalid fault: \(error)")), head)
         }
-        return decorated(Faults.apply(faults, to: route(head, path), method: head.method), head)
+        head.fault = decision.applied
+        // Decide before taking: a fault that replaces the answer is applied before any
+        // endpoint runs, so no lock, slot or file is taken for an answer that is dropped.
+        if let replacement = Faults.replacement(decision.spec) { return decorated(replacement, head) }
+        return decorated(Faults.apply(decision.spec, to: route(head, path), method: head.method), head)
     }
 
     private func route(_ head: RequestHead, _ path: RequestPath) -> RequestAction {

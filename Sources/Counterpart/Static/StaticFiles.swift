@@ -66,13 +66,16 @@ struct StaticFiles: Sendable {
         return DirectoryListing(folder: folder, relative: relative, file: file, urlPath: urlPath).response(for: head)
     }
 
+    /// A file's ETag. Strong: a new inode, size or nanosecond modification time makes a new tag.
+    static func entityTag(of info: stat) -> EntityTag {
+        EntityTag(String(info.st_ino, radix: 16) + "-" + String(UInt64(info.st_size), radix: 16) + "-"
+            + String(info.st_mtim.tv_sec, radix: 16) + "." + String(info.st_mtim.tv_nsec, radix: 16))!
+    }
+
     private func respondWithFile(head: RequestHead, file: OpenFile, info: stat, name: String) -> Response {
         let length = UInt64(info.st_size)
-        // Strong: a new inode, size or nanosecond modification time makes a new tag.
-        let entityTag = EntityTag(String(info.st_ino, radix: 16) + "-" + String(length, radix: 16) + "-"
-            + String(info.st_mtim.tv_sec, radix: 16) + "." + String(info.st_mtim.tv_nsec, radix: 16))!
         let representation = Representation(
-            length: length, entityTag: entityTag, lastModified: HTTPDate(secondsSince1970: Int64(info.st_mtim.tv_sec)),
+            length: length, entityTag: Self.entityTag(of: info), lastModified: HTTPDate(secondsSince1970: Int64(info.st_mtim.tv_sec)),
             contentType: ContentTypes.forName(name), name: name, source: file, file: file)
         return RepresentationResponder(head: head, representation: representation, extraHeaders: fileHeaders,
                                        rangePolicy: rangePolicy).respond()

@@ -186,6 +186,17 @@ final class PartialDownload: NSObject, URLSessionDataDelegate, @unchecked Sendab
         }
     }
 
+    private var receivedResponse: HTTPURLResponse?
+
+    /// The response's head, once it has come.
+    var response: HTTPURLResponse? { lock.withLock { receivedResponse } }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        lock.withLock { receivedResponse = response as? HTTPURLResponse }
+        completionHandler(.allow)
+    }
+
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         lock.withLock { received.append(data) }
     }
