@@ -10,7 +10,8 @@ let usage = """
                        [--journal-size N] [--cors ORIGIN] [--allow-remote-control]
                        [--tls-cert FILE --tls-key FILE | --tls-self-signed]
                        [--max-resumable-uploads N] [--resumable-expiry SECONDS]
-                       [limits...] [--help]
+                       [--auth-file FILE] [--token-file FILE] [limits...] [--help]
+           counterpart hash-password [--bcrypt] [--cost N] [USER [RIGHTS]]
 
       --host ADDR             address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)
       --port N                port (default 8080; 0 picks a free one)
@@ -23,14 +24,22 @@ let usage = """
                               (cut, stall, rate, delay, status, reset; a request's own win)
       --journal-size N        requests kept for GET /__counterpart/requests (default \(defaults.journalCapacity))
       --cors ORIGIN           allow browser apps from ORIGIN (or *) to use the server
-      --allow-remote-control  let other machines clear the journal and the uploads
+      --allow-remote-control  let other machines use /__counterpart/ (the journal, clearing uploads)
       --tls-cert FILE         serve HTTPS with this PEM certificate (chain)...
       --tls-key FILE          ...and this PEM private key
       --tls-self-signed       serve HTTPS with a throwaway self-signed certificate; where it is
                               written and its SHA-256 fingerprint are printed on stderr
       --max-resumable-uploads N  tus and IETF resumable uploads in progress at once (default \(defaults.resumableLimits.maxUploads))
       --resumable-expiry SECONDS an idle resumable upload is removed after this (default \(defaults.resumableLimits.expirySeconds))
+      --auth-file FILE        every request needs HTTP Basic credentials of a line user:HASH:RIGHTS
+                              (HASH from counterpart hash-password; RIGHTS a comma-separated set of
+                              read, write, control)
+      --token-file FILE       ...or an Authorization: Bearer token of a line name:TOKEN:RIGHTS
       --help                  this text
+
+    hash-password reads a password from stdin and prints its yescrypt hash (bcrypt with
+    --bcrypt; --cost N is crypt_gensalt's count, 0 its default), or with USER the whole
+    auth-file line USER:HASH:RIGHTS (RIGHTS defaults to read,write).
 
     limits (a limit reached gets its status and a JSON error; see the README):
       --max-part-header-bytes N  header section of one multipart part (default \(defaults.multipartLimits.maxHeaderBytes); 400)
@@ -72,7 +81,13 @@ func size(_ text: String, for flag: String, allowingZero: Bool = false) -> UInt6
     return size
 }
 
+if CommandLine.arguments.dropFirst().first == "hash-password" {
+    hashPassword(Array(CommandLine.arguments.dropFirst(2)))
+}
+
 var configuration = Configuration(port: 8080, root: "./public", uploads: "./uploads", accessLog: true)
+var authFile: String?
+var tokenFile: String?
 var tlsCertificateFile: String?
 var tlsKeyFile: String?
 var tlsSelfSigned = false
@@ -154,6 +169,10 @@ while let argument = arguments.popFirst() {
         configuration.headTimeout = UInt32(number(value(), for: flag, in: seconds, "a number of seconds (0: none)"))
     case "--min-free-disk":
         configuration.minFreeDiskBytes = size(value(), for: flag, allowingZero: true)
+    case "--auth-file":
+        authFile = value()
+    case "--token-file":
+        tokenFile = value()
     case "--help", "-h":
         FileHandleWriter.standardOutput(usage)
         exit(0)
@@ -189,6 +208,13 @@ default:
     fail(tlsCertificateFile == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
 }
 
+if authFile != nil || tokenFile != nil {
+    do { configuration.accessControl = try AccessControl.load(authFile: authFile, tokenFile: tokenFile) } catch {
+        FileHandleWriter.standardError("counterpart: \(error)\n")
+        exit(1)
+    }
+}
+
 // Signals are taken by sigwait on this thread: block them before any server thread starts,
 // so every thread inherits the mask.
 var stopSignals = sigset_t()
@@ -203,6 +229,11 @@ do {
 } catch {
     FileHandleWriter.standardError("counterpart: \(error)\n")
     exit(1)
+}
+if configuration.accessControl == nil, !isLoopbackHost(configuration.host) {
+    FileHandleWriter.standardError("counterpart: warning: listening on \(configuration.host) without --auth-file or --token-file: anyone who reaches port \(server.port) may read and upload files; "
+        + (configuration.allowsRemoteControl ? "/__counterpart/ (the journal, clearing uploads) answers them too (--allow-remote-control)\n"
+                                              : "/__counterpart/ (the journal, clearing uploads) answers only this machine\n"))
 }
 FileHandleWriter.standardOutput("listening on \(server.baseURL.absoluteString)\n")
 

@@ -98,7 +98,7 @@ public final class RequestJournal: Sendable {
         state.withLock { state in
             let entry = Entry(
                 sequence: state.next, method: head.method, target: head.target, path: path,
-                headers: head.headers.map { Header(name: $0.name, value: $0.value) },
+                headers: head.headers.map { Header(name: $0.name, value: JournalRedaction.value($0.value, ofHeader: $0.name)) },
                 requestBodyBytes: request.requestBodyBytes,
                 parts: request.parts.map { Part(name: $0.name, filename: $0.filename, contentType: $0.contentType, size: $0.size, sha256: $0.sha256) },
                 status: request.status, responseBodyBytes: request.bodyBytes, bytesSent: request.bytesSent,

@@ -18,6 +18,9 @@ struct RequestHead: Sendable {
     var version: String
     var headers: [HTTPField]
     var clientAddress: String
+    /// Who the request's credentials name, once the auth gate has let it in (nil without
+    /// credentials): the owner of what it creates.
+    var user: String? = nil
 
     /// The first value of the header `name`, compared case-insensitively.
     func header(_ name: String) -> String? {

@@ -110,7 +110,7 @@ struct ResumableUploads: Sendable {
         let upload: ResumableStore.Upload
         do throws(ResumableStore.Failure) {
             upload = try store.create(kind: .ietf, length: length, requestHeaders: Self.targetHeaders(head),
-                                      interopVersion: version.number)
+                                      interopVersion: version.number, owner: head.user)
         } catch {
             return .respond(failureAnswer(error, version))
         }
@@ -363,7 +363,8 @@ struct ResumableUploads: Sendable {
     /// protocol and the framing go.
     private static func targetHeaders(_ head: RequestHead) -> [[String]] {
         let protocolHeaders: Set<String> = ["upload-draft-interop-version", "upload-complete", "upload-incomplete", "upload-offset",
-                                           "upload-length", "content-length", "transfer-encoding", "expect", "counterpart-fault"]
+                                           "upload-length", "content-length", "transfer-encoding", "expect", "counterpart-fault",
+                                           "authorization", "proxy-authorization", "cookie"]
         return head.headers.filter { !protocolHeaders.contains($0.name.lowercased()) }.map { [$0.name, $0.value] }
     }
 

@@ -76,7 +76,7 @@ struct TusEndpoint: Sendable {
         }
         let upload: ResumableStore.Upload
         do {
-            upload = try store.create(kind: .tus, length: length, metadata: metadata, concatenation: isPartial ? .partial : nil)
+            upload = try store.create(kind: .tus, length: length, metadata: metadata, concatenation: isPartial ? .partial : nil, owner: head.user)
         } catch {
             return .respond(failureAnswer(error))
         }
@@ -112,7 +112,7 @@ struct TusEndpoint: Sendable {
             total = sum
         }
         do {
-            var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)))
+            var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)), owner: head.user)
             let file = try store.openForAppending(final.id, at: 0)
             defer { close(file) }
             for part in parts {

@@ -55,6 +55,9 @@ public struct Configuration: Sendable {
     public var allowsRemoteControl: Bool
     /// HTTPS with this certificate and key; nil: plain HTTP.
     public var tls: TLSCredentials?
+    /// Users and tokens whose credentials every request needs (`--auth-file`,
+    /// `--token-file`); nil: none needed.
+    public var accessControl: AccessControl?
     /// Resumable uploads (tus and IETF) in progress at once, and how long one may sit idle.
     public var resumableLimits: ResumableLimits
 
@@ -86,7 +89,8 @@ public struct Configuration: Sendable {
         corsOrigin: String? = nil,
         allowsRemoteControl: Bool = false,
         tls: TLSCredentials? = nil,
-        resumableLimits: ResumableLimits = ResumableLimits()
+        resumableLimits: ResumableLimits = ResumableLimits(),
+        accessControl: AccessControl? = nil
     ) {
         self.host = host
         self.port = port
@@ -111,5 +115,6 @@ public struct Configuration: Sendable {
         self.allowsRemoteControl = allowsRemoteControl
         self.tls = tls
         self.resumableLimits = resumableLimits
+        self.accessControl = accessControl
     }
 }
