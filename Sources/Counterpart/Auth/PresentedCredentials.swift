@@ -37,7 +37,7 @@ enum PresentedCredentials: Equatable {
         let parameter = Array(bytes.dropFirst(scheme.count).drop { $0 == 0x20 })
         let schemeName = String(decoding: scheme, as: UTF8.self)
         if equalsIgnoringASCIICase(schemeName, "Basic") {
-            guard let decoded = Base64.decode(String(decoding: parameter, as: UTF8.self)) else {
+            guard !parameter.isEmpty, let decoded = Base64.decode(String(decoding: parameter, as: UTF8.self)) else {
                 self = .malformed("the Basic credentials are not base64 of user:password")
                 return
             }
