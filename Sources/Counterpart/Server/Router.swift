@@ -78,7 +78,9 @@ struct Router: RequestHandler {
         if case .segments(let segments) = RequestPath(head.path), segments.first == ControlEndpoint.prefix {} else {
             journal.record(request)
         }
-        guard accessLog else { return }
+        // Refused credentials are summed up by the gate's failure log, at most a line a
+        // second: a brute-force run must not write a line per guess.
+        guard accessLog, !(request.status == 401 && gate.accessControl != nil) else { return }
         let duration = String(Int((request.seconds * 1000).rounded())) + "ms"
         var line = "\(head.clientAddress) \(head.method) \(head.target) \(request.status) \(request.bodyBytes) \(duration)"
         if !request.completed { line += " (not completed: the connection ended early)" }

@@ -97,14 +97,15 @@ struct AuthCommandTests {
     }
 
     /// 1,000 wrong passwords on four keep-alive connections: every one answered 401, the
-    /// right password still works, memory stays flat, and the log says so in at most a
-    /// line a second. (The users' hashes are bcrypt at cost 4: see TestCredentials.)
+    /// right password still works, memory stays flat, and the log (the access log on) says
+    /// so in at most a line a second. (The users' hashes are bcrypt at cost 4: see
+    /// TestCredentials.)
     @Test func aThousandWrongPasswordsAreAnsweredAndLoggedAtMostOnceASecond() throws {
         let folder = try makeFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
         try Data("hi".utf8).write(to: folder.appendingPathComponent("public/hi.txt"))
         let auth = try writeFile(folder, "users", TestCredentials.authFile)
-        let run = try CommandRun(["--port", "0", "--quiet", "--auth-file", auth], in: folder)
+        let run = try CommandRun(["--port", "0", "--auth-file", auth], in: folder)
         let base = String(run.firstLine().dropFirst("listening on ".count))
         let port = try #require(UInt16(base.split(separator: ":").last ?? ""))
         @Sendable func guess(_ count: Int, _ worker: Int) throws -> [Int] {
@@ -129,6 +130,8 @@ struct AuthCommandTests {
         let result = run.waitForExit()
         let lines = result.stderr.split(separator: "\n").filter { $0.contains("refused credential") }
         #expect(!lines.isEmpty)
+        #expect(!result.stderr.contains(" 401 "), "a refusal got an access-log line of its own")
+        #expect(result.stderr.contains("127.0.0.1 GET /hi.txt 200 2 "))
         #expect(Double(lines.count) <= seconds.rounded(.up) + 1, "\(lines.count) lines in \(seconds) s")
         #expect(lines.last?.contains("(the latest user \"reader\" from 127.0.0.1)") == true, "\(lines)")
         let counted = lines.compactMap { Int($0.split(separator: " ")[1]) }.reduce(0, +)
