@@ -18,6 +18,9 @@ struct AuthGate: Sendable {
     }
 
     func decide(_ head: RequestHead, path: RequestPath) -> Decision {
+        // Without credentials only remote control is refused: a client on this machine (and
+        // every client, with remote control allowed) passes without a look at its path.
+        if accessControl == nil, allowsRemoteControl || ControlEndpoint.isLoopback(head.clientAddress) { return .pass(user: nil) }
         let requirement = AccessPolicy.requirement(for: head, path: path)
         guard let right = requirement.right else { return .pass(user: nil) }
         var user: String?
