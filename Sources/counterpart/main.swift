@@ -38,8 +38,8 @@ let usage = """
       --help                  this text
 
     hash-password reads a password from stdin and prints its yescrypt hash (bcrypt with
-    --bcrypt; --cost N is crypt_gensalt's count, 0 its default), or with USER the whole
-    auth-file line USER:HASH:RIGHTS (RIGHTS defaults to read,write).
+    --bcrypt; --cost N is crypt_gensalt's count, default yescrypt 5, bcrypt 10), or with
+    USER the whole auth-file line USER:HASH:RIGHTS (RIGHTS defaults to read,write).
 
     limits (a limit reached gets its status and a JSON error; see the README):
       --max-part-header-bytes N  header section of one multipart part (default \(defaults.multipartLimits.maxHeaderBytes); 400)

@@ -15,6 +15,7 @@ public struct PasswordHash: Sendable, Equatable, CustomStringConvertible {
         var prefix: String { self == .yescrypt ? "$y$" : "$2b$" }
     }
 
+    static let defaultBcryptCost = 10
     static let acceptedPrefixes = ["$y$", "$2b$", "$2y$", "$2a$"]
     /// libxcrypt's CRYPT_MAX_PASSPHRASE_SIZE: a longer password never matches.
     static let maxPasswordBytes = 512
@@ -30,8 +31,10 @@ public struct PasswordHash: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// A new hash of `password` with a random salt from the system. `cost` is crypt_gensalt's
-    /// count: 0 is libcrypt's default (yescrypt 5, bcrypt 12), lower is cheaper to guess.
+    /// count; 0 is yescrypt's default of libcrypt (5: about 16 MiB and 20 ms a check) or
+    /// bcrypt 10 (libcrypt's own default, 5, is cheaper to guess than OWASP's minimum of 10).
     public static func make(password: [UInt8], method: Method = .yescrypt, cost: Int = 0) throws(PasswordHashError) -> PasswordHash {
+        let cost = cost == 0 && method == .bcrypt ? defaultBcryptCost : cost
         guard password.count < maxPasswordBytes else { throw .passwordTooLong(limit: maxPasswordBytes - 1) }
         guard !password.contains(0) else { throw .containsNUL }
         var setting = [CChar](repeating: 0, count: Int(CRYPT_GENSALT_OUTPUT_SIZE))

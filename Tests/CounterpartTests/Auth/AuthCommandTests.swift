@@ -37,6 +37,7 @@ struct AuthCommandTests {
         let bcrypt = try hashPassword(["--bcrypt", "--cost", "4"], stdin: "correct horse\r\n")
         #expect(bcrypt.status == 0)
         #expect(bcrypt.stdout.hasPrefix("$2b$04$") && bcrypt.stdout.count == 61, "\(bcrypt.stdout)")
+        #expect(try hashPassword(["--bcrypt"], stdin: "x\n").stdout.hasPrefix("$2b$10$"))
         #expect(try hashPassword([], stdin: "").status == 2)
         #expect(try hashPassword(["bob", "read,admin"], stdin: "x\n").status == 2)
 
