@@ -140,9 +140,40 @@ struct AuthCommandTests {
         print("1,000 wrong passwords (bcrypt cost 4) in \(String(format: "%.2f", seconds)) s; resident memory \(before) → \(after) KiB; \(lines.count) log lines")
     }
 
-    private func residentKilobytes(_ pid: Int32) throws -> Int {
+    /// yescrypt at its default cost takes 16 MiB a check. With a thread per connection, 16
+    /// connections guessing at once would take 256 MiB; the checks wait for one of four
+    /// slots instead, so the peak stays near 4 × 16 MiB.
+    @Test func guessesAgainstYescryptWaitForAFewSlotsInsteadOfTakingMemory() throws {
+        let folder = try makeFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let hash = try PasswordHash.make(password: Array("right".utf8))
+        #expect(hash.encoded.hasPrefix("$y$j9T$"))
+        let auth = try writeFile(folder, "users", "alice:\(hash.encoded):read\n")
+        let run = try CommandRun(["--port", "0", "--quiet", "--threads", "0", "--auth-file", auth], in: folder)
+        let base = String(run.firstLine().dropFirst("listening on ".count))
+        let port = try #require(UInt16(base.split(separator: ":").last ?? ""))
+        let before = try residentKilobytes(run.process.processIdentifier, field: "VmHWM")
+        let workers = (0..<16).map { worker in
+            BackgroundCall { () throws -> [Int] in
+                let connection = try RawHTTPConnection(port: port)
+                return (0..<3).map { attempt in
+                    connection.send("GET / HTTP/1.1\r\nHost: x\r\n\(TestCredentials.basic("alice", "wrong-\(worker)-\(attempt)"))\r\n\r\n")
+                    return connection.readResponse().flatMap { statusCode(of: $0.head) } ?? 0
+                }
+            }
+        }
+        let statuses = try workers.flatMap { try $0.wait() }
+        let peak = try residentKilobytes(run.process.processIdentifier, field: "VmHWM")
+        #expect(statuses == Array(repeating: 401, count: 48))
+        #expect(peak - before < 100 << 10, "peak resident memory grew from \(before) to \(peak) KiB")
+        run.process.terminate()
+        #expect(run.waitForExit().status == 0)
+        print("48 yescrypt guesses on 16 connections: peak resident memory \(before) → \(peak) KiB")
+    }
+
+    private func residentKilobytes(_ pid: Int32, field: String = "VmRSS") throws -> Int {
         let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
-        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix(field + ":") })
         return try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
     }
 }
