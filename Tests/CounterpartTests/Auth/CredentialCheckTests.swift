@@ -189,6 +189,23 @@ struct CredentialCheckTests {
         #expect(upload.status == 200)
     }
 
+    /// Over HTTPS, as the README advises on a network: the challenge and the credentials
+    /// travel inside TLS.
+    @Test func credentialsWorkOverHTTPS() throws {
+        let credentials = try TLSCredentials.selfSigned()
+        let certificate = try temporaryFile("certificate.pem", Data(credentials.certificatePEM.utf8))
+        let secure = try makeAuthServer { $0.tls = credentials }
+        #expect(secure.url("/").hasPrefix("https://"))
+        let refused = try curl(["--cacert", certificate, secure.url("/hello.txt")])
+        #expect(refused.status == 401)
+        #expect(refused.header("WWW-Authenticate")?.hasPrefix("Basic realm=\"Counterpart\"") == true)
+        #expect(try curl(["--cacert", certificate, "-u", "reader:pw-reader", secure.url("/hello.txt")]).text == "hello\n")
+        let upload = try curl(["--cacert", certificate, "-H", "Authorization: Bearer write-token-0123456789abcdef",
+                               "-F", "file=@\(try temporaryFile("tls.txt", Data("over tls".utf8)))", secure.url("/upload")])
+        #expect(upload.status == 200)
+        #expect(secure.uploadedNames() == ["tls.txt"])
+    }
+
     @Test func theJournalRedactsCredentialsAndCookies() throws {
         let cookie = "session=abc123; theme=dark"
         _ = try curl(TestCredentials.curlArguments(user: "reader") + ["-H", "Cookie: \(cookie)", "-H", "Proxy-Authorization: Basic eDp5",
