@@ -10,8 +10,8 @@ enum AccessPolicy {
     }
 
     static func requirement(for head: RequestHead, path: RequestPath) -> Requirement {
-        // A preflight carries no credentials (Fetch standard, CORS-preflight request): it
-        // must pass for the real request, which does, to be sent at all.
+        // A browser sends a preflight without credentials (Fetch standard, "CORS-preflight
+        // request"); the real request that follows carries them and is checked then.
         if head.method == "OPTIONS", head.header("Origin") != nil, head.header("Access-Control-Request-Method") != nil {
             return Requirement(right: nil)
         }
