@@ -16,8 +16,9 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CGnuTLS", pkgConfig: "gnutls", providers: [.apt(["libgnutls28-dev"])]),
         .systemLibrary(name: "CLinux"),
+        .systemLibrary(name: "CCrypt", pkgConfig: "libxcrypt", providers: [.apt(["libcrypt-dev"])]),
         // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
-        .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux"]),
+        .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux", "CCrypt"]),
         .executableTarget(name: "counterpart", dependencies: ["Counterpart"]),
         // The seeds' clients (../shared/seeds) on URLSession, as a library the tests run
         // and as a command that runs them against a server.

@@ -11,7 +11,8 @@ let usage = """
                        [--journal-size N] [--cors ORIGIN] [--allow-remote-control]
                        [--tls-cert FILE --tls-key FILE | --tls-self-signed]
                        [--max-resumable-uploads N] [--resumable-expiry SECONDS]
-                       [--sync full|none] [limits...] [--help]
+                       [--sync full|none] [--auth-file FILE] [--token-file FILE] [limits...] [--help]
+           counterpart hash-password [--bcrypt] [--cost N] [USER [RIGHTS]]
 
       --host ADDR             address to listen on (default 127.0.0.1; 0.0.0.0 or :: for all)
       --port N                port (default 8080; 0 picks a free one)
@@ -28,7 +29,7 @@ let usage = """
                               e.g. 'POST /upload cut=1MiB times=2' (see /__counterpart/faults)
       --journal-size N        requests kept for GET /__counterpart/requests (default \(defaults.journalCapacity))
       --cors ORIGIN           allow browser apps from ORIGIN (or *) to use the server
-      --allow-remote-control  let other machines clear the journal and the uploads, arm faults
+      --allow-remote-control  let other machines use /__counterpart/ (the journal, clearing uploads, arming faults)
       --tls-cert FILE         serve HTTPS with this PEM certificate (chain)...
       --tls-key FILE          ...and this PEM private key
       --tls-self-signed       serve HTTPS with a throwaway self-signed certificate; where it is
@@ -37,7 +38,15 @@ let usage = """
       --resumable-expiry SECONDS an idle resumable upload is removed after this (default \(defaults.resumableLimits.expirySeconds))
       --sync full|none        full (default): an upload is synced to disk before it is answered;
                               none: nothing is synced (fast, for CI and fixtures; a power cut may lose it)
+      --auth-file FILE        every request needs HTTP Basic credentials of a line user:HASH:RIGHTS
+                              (HASH from counterpart hash-password; RIGHTS a comma-separated set of
+                              read, write, control)
+      --token-file FILE       ...or an Authorization: Bearer token of a line name:TOKEN:RIGHTS
       --help                  this text
+
+    hash-password reads a password from stdin and prints its yescrypt hash (bcrypt with
+    --bcrypt; --cost N is crypt_gensalt's count, default yescrypt 5, bcrypt 10), or with
+    USER the whole auth-file line USER:HASH:RIGHTS (RIGHTS defaults to read,write).
 
     limits (a limit reached gets its status and a JSON error; see the README):
       --max-part-header-bytes N  header section of one multipart part (default \(defaults.multipartLimits.maxHeaderBytes); 400)
@@ -82,7 +91,13 @@ func size(_ text: String, for flag: String, allowingZero: Bool = false) -> UInt6
     return size
 }
 
+if CommandLine.arguments.dropFirst().first == "hash-password" {
+    hashPassword(Array(CommandLine.arguments.dropFirst(2)))
+}
+
 var configuration = Configuration(port: 8080, root: "./public", uploads: "./uploads", accessLog: true)
+var authFile: String?
+var tokenFile: String?
 var tlsCertificateFile: String?
 var tlsKeyFile: String?
 var tlsSelfSigned = false
@@ -171,6 +186,10 @@ while let argument = arguments.popFirst() {
         let text = value()
         guard let mode = SyncMode(rawValue: text) else { fail("--sync: \"\(text)\" is not full or none") }
         configuration.sync = mode
+    case "--auth-file":
+        authFile = value()
+    case "--token-file":
+        tokenFile = value()
     case "--help", "-h":
         FileHandleWriter.standardOutput(usage)
         exit(0)
@@ -206,6 +225,13 @@ default:
     fail(tlsCertificateFile == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
 }
 
+if authFile != nil || tokenFile != nil {
+    do { configuration.accessControl = try AccessControl.load(authFile: authFile, tokenFile: tokenFile) } catch {
+        FileHandleWriter.standardError("counterpart: \(error)\n")
+        exit(1)
+    }
+}
+
 // Signals are taken by sigwait on this thread: block them before any server thread starts,
 // so every thread inherits the mask.
 var stopSignals = sigset_t()
@@ -220,6 +246,11 @@ do {
 } catch {
     FileHandleWriter.standardError("counterpart: \(error)\n")
     exit(1)
+}
+if configuration.accessControl == nil, !isLoopbackHost(configuration.host) {
+    FileHandleWriter.standardError("counterpart: warning: listening on \(configuration.host) without --auth-file or --token-file: anyone who reaches port \(server.port) may read and upload files; "
+        + (configuration.allowsRemoteControl ? "/__counterpart/ (the journal, clearing uploads) answers them too (--allow-remote-control)\n"
+                                              : "/__counterpart/ (the journal, clearing uploads) answers only this machine\n"))
 }
 FileHandleWriter.standardOutput("listening on \(server.baseURL.absoluteString)\n")
 

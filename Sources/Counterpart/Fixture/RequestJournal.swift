@@ -180,7 +180,8 @@ extension RequestJournal.Entry {
         if case .segments(let segments) = RequestPath(head.path) { path = "/" + segments.joined(separator: "/") } else { path = head.path }
         self.init(
             sequence: kept.sequence, method: head.method, target: head.target, path: path,
-            headers: head.headers.map { RequestJournal.Header(name: $0.name, value: $0.value) },
+            // Secrets (credentials, cookies) never leave through the journal.
+            headers: head.headers.map { RequestJournal.Header(name: $0.name, value: JournalRedaction.value($0.value, ofHeader: $0.name)) },
             requestBodyBytes: request.requestBodyBytes,
             parts: request.parts.map { RequestJournal.Part(name: $0.name, filename: $0.filename, contentType: $0.contentType, size: $0.size, sha256: $0.sha256) },
             status: request.status, responseBodyBytes: request.bodyBytes, bytesSent: request.bytesSent,

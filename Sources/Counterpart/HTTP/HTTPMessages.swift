@@ -20,6 +20,9 @@ struct RequestHead: Sendable {
     var clientAddress: String
     /// The fault the router applied, noted for the journal.
     var fault: AppliedFault?
+    /// Who the request's credentials name, once the auth gate has let it in (nil without
+    /// credentials): the owner of what it creates.
+    var user: String? = nil
 
     /// The first value of the header `name`, compared case-insensitively.
     func header(_ name: String) -> String? {

@@ -46,6 +46,9 @@ final class ResumableStore: Sendable {
         var storedName: String?
         var sha256: String?
         var answer: StoredAnswer?
+        /// The user whose credentials created it (nil without credentials): only they may
+        /// append to it, read it or cancel it.
+        var owner: String?
 
         var isComplete: Bool { length.map { offset == $0 } ?? false }
     }
@@ -109,7 +112,7 @@ final class ResumableStore: Sendable {
 
     func create(kind: ResumableStore.Upload.Kind, length: UInt64?, metadata: [String: String?] = [:],
                 concatenation: Upload.Concatenation? = nil, requestHeaders: [[String]]? = nil,
-                interopVersion: Int? = nil) throws(Failure) -> Upload {
+                interopVersion: Int? = nil, owner: String? = nil) throws(Failure) -> Upload {
         try ensureRoom(for: length ?? 0)
         // Made with the first resumable upload: an uploads folder that never had one stays as it was.
         do { try FileSystem.makeFolders(folder) } catch { throw .io(error.description) }
@@ -117,7 +120,7 @@ final class ResumableStore: Sendable {
         let id = Self.newIdentifier()
         let upload = Upload(id: id, kind: kind, length: length, offset: 0, metadata: metadata, concatenation: concatenation,
                             createdAt: now, expiresAt: now + Int64(limits.expirySeconds), requestHeaders: requestHeaders,
-                            interopVersion: interopVersion)
+                            interopVersion: interopVersion, owner: owner)
         try uploads.withLock { all throws(Failure) in
             guard all.values.filter({ $0.storedName == nil && $0.answer == nil }).count < limits.maxUploads else {
                 throw .tooMany(limit: limits.maxUploads)

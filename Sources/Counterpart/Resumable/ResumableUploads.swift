@@ -54,7 +54,7 @@ struct ResumableUploads: Sendable {
         if case .answered(let refusal) = target.admit(head) { return .respond(decorated(refusal, version, complete: true)) }
         let upload: ResumableStore.Upload
         do throws(ResumableStore.Failure) {
-            upload = try store.create(kind: .ietf, length: creation.length, requestHeaders: Self.targetHeaders(head), interopVersion: version.number)
+            upload = try store.create(kind: .ietf, length: creation.length, requestHeaders: Self.targetHeaders(head), interopVersion: version.number, owner: head.user)
         } catch {
             return .respond(session.failure(error))
         }
@@ -267,7 +267,8 @@ struct ResumableUploads: Sendable {
     /// protocol and the framing go.
     private static func targetHeaders(_ head: RequestHead) -> [[String]] {
         let protocolHeaders: Set<String> = ["upload-draft-interop-version", "upload-complete", "upload-incomplete", "upload-offset",
-                                           "upload-length", "content-length", "transfer-encoding", "expect", "counterpart-fault"]
+                                           "upload-length", "content-length", "transfer-encoding", "expect", "counterpart-fault",
+                                           "authorization", "proxy-authorization", "cookie"]
         return head.headers.filter { !protocolHeaders.contains($0.name.lowercased()) }.map { [$0.name, $0.value] }
     }
 

@@ -62,12 +62,12 @@ struct TusEndpoint: Sendable {
 
     private func create(_ creation: TusRequest.Creation, _ head: RequestHead) -> RequestAction {
         if case .final(let references) = creation.concatenation {
-            return .respond(createFinal(references, metadata: creation.metadata))
+            return .respond(createFinal(references, metadata: creation.metadata, owner: head.user))
         }
         let upload: ResumableStore.Upload
         do throws(ResumableStore.Failure) {
             upload = try store.create(kind: .tus, length: creation.length, metadata: creation.metadata,
-                                      concatenation: creation.concatenation == .partial ? .partial : nil)
+                                      concatenation: creation.concatenation == .partial ? .partial : nil, owner: head.user)
         } catch {
             return .respond(session.failure(error))
         }
@@ -79,7 +79,7 @@ struct TusEndpoint: Sendable {
         return appendAction(head, upload: upload, checksum: creation.checksum, created: location)
     }
 
-    private func createFinal(_ references: [String], metadata: [String: String?]) -> Response {
+    private func createFinal(_ references: [String], metadata: [String: String?], owner: String?) -> Response {
         var parts: [ResumableStore.Upload] = []
         for reference in references {
             guard let id = reference.split(separator: "/").last.map(String.init),
@@ -96,7 +96,7 @@ struct TusEndpoint: Sendable {
             total = sum
         }
         do throws(ResumableStore.Failure) {
-            var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)))
+            var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)), owner: owner)
             let file = OpenFile(try store.openForAppending(final.id, at: 0))
             for part in parts { try Self.copy(store.dataPath(part.id), to: file.borrowed) }
             final = try store.commitWrite(final.id, file: file.borrowed, offset: total)

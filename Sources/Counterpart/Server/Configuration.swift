@@ -57,6 +57,9 @@ public struct Configuration: Sendable {
     public var allowsRemoteControl: Bool
     /// HTTPS with this certificate and key; nil: plain HTTP.
     public var tls: TLSCredentials?
+    /// Users and tokens whose credentials every request needs (`--auth-file`,
+    /// `--token-file`); nil: none needed.
+    public var accessControl: AccessControl?
     /// Resumable uploads (tus and IETF) in progress at once, and how long one may sit idle.
     public var resumableLimits: ResumableLimits
     /// Whether uploads are synced to disk before they are answered for (`full`) or not (`none`).
@@ -92,7 +95,8 @@ public struct Configuration: Sendable {
         allowsRemoteControl: Bool = false,
         tls: TLSCredentials? = nil,
         resumableLimits: ResumableLimits = ResumableLimits(),
-        sync: SyncMode = .full
+        sync: SyncMode = .full,
+        accessControl: AccessControl? = nil
     ) {
         self.host = host
         self.port = port
@@ -119,5 +123,6 @@ public struct Configuration: Sendable {
         self.tls = tls
         self.resumableLimits = resumableLimits
         self.sync = sync
+        self.accessControl = accessControl
     }
 }

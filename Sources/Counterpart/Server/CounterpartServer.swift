@@ -75,7 +75,9 @@ public final class CounterpartServer: Sendable {
             faults: faults,
             cors: configuration.corsOrigin.map(CORS.init),
             journal: journal,
-            accessLog: configuration.accessLog)
+            accessLog: configuration.accessLog,
+            gate: AuthGate(accessControl: configuration.accessControl, allowsRemoteControl: configuration.allowsRemoteControl,
+                           ownerOfUpload: { [resumable] id in (try? resumable.upload(id)).map(\.owner) }, failures: FailureLog()))
         daemon = try MicroHTTPDDaemon(options: .init(
             host: configuration.host, port: configuration.port, threads: configuration.threads,
             connectionTimeout: configuration.connectionTimeout, connectionMemoryLimit: configuration.connectionMemoryBytes,
