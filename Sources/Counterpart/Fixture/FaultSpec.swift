@@ -39,7 +39,7 @@ public struct FaultSpec: Equatable, Sendable, CustomStringConvertible {
     public init(parsing text: String) throws(FaultSpecError) {
         self.init()
         for item in text.split(whereSeparator: { $0 == "," || $0 == ";" }) {
-            let pair = item.split(separator: "=", maxSplits: 1).map { String(trimmed($0)) }
+            let pair = item.split(separator: "=", maxSplits: 1).map { String(ASCII.trimmed($0)) }
             guard let name = pair.first, !name.isEmpty else { continue }
             try set(name, pair.count == 2 ? pair[1] : nil)
         }
@@ -75,7 +75,7 @@ public struct FaultSpec: Equatable, Sendable, CustomStringConvertible {
             guard value > 0 else { throw FaultSpecError("rate needs at least 1 byte per second") }
             rate = value
         case "delay":
-            guard let value, let milliseconds = decimalNumber(value), milliseconds <= Self.maxDelayMilliseconds else {
+            guard let value, let milliseconds = ASCII.decimalNumber(value), milliseconds <= Self.maxDelayMilliseconds else {
                 throw FaultSpecError("delay needs milliseconds from 0 to \(Self.maxDelayMilliseconds) (e.g. delay=200)")
             }
             delayMilliseconds = milliseconds
@@ -123,10 +123,10 @@ public enum ByteCount {
                                          ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1)]
         let upper = text.uppercased()
         for (suffix, factor) in units where upper.hasSuffix(suffix) {
-            guard let number = decimalNumber(upper.dropLast(suffix.count)) else { return nil }
+            guard let number = ASCII.decimalNumber(upper.dropLast(suffix.count)) else { return nil }
             let (product, overflow) = number.multipliedReportingOverflow(by: factor)
             return overflow ? nil : product
         }
-        return decimalNumber(text)
+        return ASCII.decimalNumber(text)
     }
 }

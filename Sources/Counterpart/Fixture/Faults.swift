@@ -16,7 +16,7 @@ enum Faults {
     static func apply(_ spec: FaultSpec, to action: RequestAction, method: String) -> RequestAction {
         if spec.reset { return .reset }
         if let status = spec.status {
-            var response = Responses.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
+            var response = Response.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
             response.delay = spec.delayMilliseconds.map { .milliseconds($0) }
             return .respond(response)
         }
@@ -52,18 +52,16 @@ enum Faults {
 /// how long to wait before some more may.
 struct Throttle {
     let bytesPerSecond: UInt64
-    private var start: ContinuousClock.Instant?
+    private var start: Double?
 
     init(bytesPerSecond: UInt64) { self.bytesPerSecond = bytesPerSecond }
 
     /// Bytes allowed in total since the first call.
     mutating func allowed() -> UInt64 {
-        let now = ContinuousClock.now
+        let now = MonotonicClock.seconds()
         let start = self.start ?? now
         self.start = start
-        let elapsed = now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return UInt64(seconds * Double(bytesPerSecond))
+        return UInt64((now - start) * Double(bytesPerSecond))
     }
 
     /// The wait until `more` bytes (at least a tenth of a second's worth) are allowed.

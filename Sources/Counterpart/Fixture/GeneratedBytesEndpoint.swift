@@ -13,15 +13,15 @@ struct GeneratedBytesEndpoint: Sendable {
 
     func respond(to head: RequestHead, segments: [String]) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
-            return Responses.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: head.path)
+            return Response.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: head.path)
         }
         guard segments.count == 1, let length = ByteCount.parse(segments[0]), length <= Self.maxLength else {
-            return Responses.error(404, "\(head.path) is not /bytes/N with N a byte count up to \(Self.maxLength) (e.g. /bytes/1048576 or /bytes/5MiB)")
+            return Response.error(404, "\(head.path) is not /bytes/N with N a byte count up to \(Self.maxLength) (e.g. /bytes/1048576 or /bytes/5MiB)")
         }
         var seed: UInt64 = 0
         if let argument = head.queryArgument("seed") {
-            guard let text = argument, let value = decimalNumber(text) else {
-                return Responses.error(400, "seed must be a number from 0 to \(UInt64.max)")
+            guard let text = argument, let value = ASCII.decimalNumber(text) else {
+                return Response.error(400, "seed must be a number from 0 to \(UInt64.max)")
             }
             seed = value
         }
@@ -29,7 +29,7 @@ struct GeneratedBytesEndpoint: Sendable {
             length: length,
             entityTag: EntityTag("bytes-\(String(length, radix: 16))-\(String(seed, radix: 16))")!,
             lastModified: Self.lastModified, contentType: "application/octet-stream",
-            name: "bytes-\(length)-seed-\(seed).bin", source: GeneratedSource(GeneratedBytes(seed: seed)), file: nil)
+            name: "bytes-\(length)-seed-\(seed).bin", source: GeneratedSource(GeneratedBytes(seed: seed)))
         return RepresentationResponder(head: head, representation: representation, extraHeaders: [], rangePolicy: rangePolicy).respond()
     }
 }

@@ -12,7 +12,7 @@ struct InteropVersion: Equatable, Sendable {
 
     /// The version a request speaks, if this server speaks it.
     init?(_ head: RequestHead) {
-        guard let text = head.header("Upload-Draft-Interop-Version"), let number = Int(trimmed(text)),
+        guard let text = head.header("Upload-Draft-Interop-Version"), let number = Int(ASCII.trimmed(text)),
               Self.supported.contains(number) else { return nil }
         self.number = number
     }
@@ -28,7 +28,7 @@ struct InteropVersion: Equatable, Sendable {
     /// Whether the request says its content ends the upload; nil when it does not say.
     func requestSaysComplete(_ head: RequestHead) -> Bool? {
         let name = number == 3 ? "Upload-Incomplete" : "Upload-Complete"
-        switch head.header(name).map({ String(trimmed($0)) }) {
+        switch head.header(name).map({ String(ASCII.trimmed($0)) }) {
         case "?1": return number != 3
         case "?0": return number == 3
         default: return nil
@@ -85,7 +85,7 @@ struct ResumableUploads: Sendable {
         let declared = version.requestSaysComplete(head)
         if version.number > 3, declared == nil { return nil }
         let complete = declared ?? true
-        if let offset = head.header("Upload-Offset"), trimmed(offset) != "0" {
+        if let offset = head.header("Upload-Offset"), ASCII.trimmed(offset) != "0" {
             return .respond(answer(400, version, error: "an upload creation must not have Upload-Offset"))
         }
         // What the upload endpoint refuses on the head it refuses now, without a resource.
@@ -94,7 +94,7 @@ struct ResumableUploads: Sendable {
         }
         var length: UInt64?
         if let text = head.header("Upload-Length") {
-            guard let value = decimalNumber(trimmed(text)) else { return .respond(answer(400, version, error: "Upload-Length must be a number of bytes")) }
+            guard let value = ASCII.decimalNumber(ASCII.trimmed(text)) else { return .respond(answer(400, version, error: "Upload-Length must be a number of bytes")) }
             length = value
         }
         if complete, let contentLength = head.contentLength {
@@ -145,7 +145,7 @@ struct ResumableUploads: Sendable {
     // MARK: - The upload resource: /resumable/<id>
 
     func respond(to head: RequestHead, segments: [String]) -> RequestAction {
-        guard segments.count == 1 else { return .respond(Responses.error(404, "\(head.path) is not an upload resource")) }
+        guard segments.count == 1 else { return .respond(Response.error(404, "\(head.path) is not an upload resource")) }
         let id = segments[0]
         let stored: ResumableStore.Upload
         do throws(ResumableStore.Failure) {
@@ -191,10 +191,10 @@ struct ResumableUploads: Sendable {
     }
 
     private func append(_ head: RequestHead, to upload: ResumableStore.Upload, _ version: InteropVersion) -> RequestAction {
-        if version.requiresPartialUploadType, head.header("Content-Type").map({ String(trimmed($0.split(separator: ";")[0])) }) != Self.partialUploadType {
+        if version.requiresPartialUploadType, head.header("Content-Type").map({ String(ASCII.trimmed($0.split(separator: ";")[0])) }) != Self.partialUploadType {
             return .respond(answer(415, version, error: "an append needs Content-Type: \(Self.partialUploadType)"))
         }
-        guard let offsetText = head.header("Upload-Offset"), let offset = decimalNumber(trimmed(offsetText)) else {
+        guard let offsetText = head.header("Upload-Offset"), let offset = ASCII.decimalNumber(ASCII.trimmed(offsetText)) else {
             return .respond(answer(400, version, error: "an append needs Upload-Offset: the offset its content starts at"))
         }
         if let stored = upload.answer { return .respond(appendToCompleted(stored, version, head)) }
@@ -316,7 +316,7 @@ struct ResumableUploads: Sendable {
 
     private func answer(_ status: Int, _ version: InteropVersion, error: String? = nil, headers: [HTTPField] = []) -> Response {
         let all = [version.versionField] + headers
-        if let error { return Responses.error(status, error, headers: all) }
+        if let error { return Response.error(status, error, headers: all) }
         return Response(status: status, headers: all)
     }
 
@@ -325,7 +325,7 @@ struct ResumableUploads: Sendable {
     private func problem(_ status: Int, _ version: InteropVersion, type: String, title: String,
                          extra: [(String, JSON)] = [], headers: [HTTPField] = []) -> Response {
         guard version.hasLimits else { return answer(status, version, error: title, headers: headers) }
-        var response = Responses.json(status, .object([("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra),
+        var response = Response.json(status, .object([("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra),
                                       headers: [version.versionField] + headers)
         response.headers = response.headers.map { $0.name == "Content-Type" ? HTTPField(name: "Content-Type", value: "application/problem+json") : $0 }
         return response

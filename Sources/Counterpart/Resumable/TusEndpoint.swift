@@ -62,7 +62,7 @@ struct TusEndpoint: Sendable {
         let length: UInt64?
         switch (head.header("Upload-Length"), head.header("Upload-Defer-Length")) {
         case (let text?, nil):
-            guard let value = decimalNumber(text) else {
+            guard let value = ASCII.decimalNumber(text) else {
                 return .respond(answer(400, error: "Upload-Length must be a number of bytes"))
             }
             guard value <= maxSize else { return .respond(answer(413, error: "the upload is \(value) bytes; this server takes at most \(maxSize)")) }
@@ -163,7 +163,7 @@ struct TusEndpoint: Sendable {
         if case .final = upload.concatenation {
             return .respond(answer(403, error: "a final upload is made of its parts: it cannot be appended to"))
         }
-        guard let offsetText = head.header("Upload-Offset"), let offset = decimalNumber(offsetText) else {
+        guard let offsetText = head.header("Upload-Offset"), let offset = ASCII.decimalNumber(offsetText) else {
             return .respond(answer(400, error: "PATCH needs Upload-Offset: the offset the bytes start at"))
         }
         guard offset == upload.offset else { return .respond(offsetMismatch(offset, upload)) }
@@ -171,7 +171,7 @@ struct TusEndpoint: Sendable {
             guard upload.length == nil || upload.length.map(String.init) == text else {
                 return .respond(answer(400, error: "the upload's length is already \(upload.length ?? 0)"))
             }
-            guard let length = decimalNumber(text), length >= upload.offset, length <= maxSize else {
+            guard let length = ASCII.decimalNumber(text), length >= upload.offset, length <= maxSize else {
                 return .respond(answer(400, error: "Upload-Length must be a number of bytes from \(upload.offset) to \(maxSize)"))
             }
             do { upload = try store.update(id) { $0.length = length } } catch { return .respond(failureAnswer(error)) }
@@ -274,7 +274,7 @@ struct TusEndpoint: Sendable {
     /// Every tus answer carries `Tus-Resumable`.
     private func answer(_ status: Int, error: String? = nil, headers: [HTTPField] = []) -> Response {
         let all = [HTTPField(name: "Tus-Resumable", value: Self.version)] + headers
-        if let error { return Responses.error(status, error, headers: all) }
+        if let error { return Response.error(status, error, headers: all) }
         return Response(status: status, headers: all)
     }
 
@@ -326,10 +326,10 @@ struct TusEndpoint: Sendable {
     /// `Upload-Metadata: key base64,key2 base64,flag` (keys unique, ASCII, no spaces or
     /// commas; values base64).
     static func parseMetadata(_ text: String?) -> Result<[String: String?], HeaderValueError> {
-        guard let text, !trimmed(text).isEmpty else { return .success([:]) }
+        guard let text, !ASCII.trimmed(text).isEmpty else { return .success([:]) }
         var metadata: [String: String?] = [:]
         for pair in text.split(separator: ",", omittingEmptySubsequences: false) {
-            let pieces = trimmed(pair).split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            let pieces = ASCII.trimmed(pair).split(separator: " ", omittingEmptySubsequences: true).map(String.init)
             guard (1...2).contains(pieces.count), let key = pieces.first,
                   key.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0 != "," }) else {
                 return .failure(HeaderValueError("Upload-Metadata must be \"key base64value\" pairs separated by commas"))

@@ -1,5 +1,5 @@
-/// Responses every endpoint uses.
-enum Responses {
+/// The responses every endpoint builds: a JSON error, JSON, an HTML page, 405.
+extension Response {
     /// `{"error": "<sentence>"}` with the given status.
     static func error(_ status: Int, _ message: String, headers: [HTTPField] = []) -> Response {
         Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/json")],
