@@ -29,15 +29,10 @@ extension Response {
     static func escapeHTML(_ text: String) -> String {
         var out = ""
         for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
+            if let escaped = htmlEscapes[character] { out += escaped } else { out.append(character) }
         }
         return out
     }
+
+    private static let htmlEscapes: [Character: String] = ["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"]
 }

@@ -17,8 +17,8 @@ import Testing
 // so that the README's list of its limits is updated (README, "libmicrohttpd's own limits").
 //
 // This file holds the corpus's server and the helpers its suites share; the suites are in
-// BadInput*Tests.swift, one file per feature (ranges, paths, multipart bodies, files that
-// change while served, request framing, request heads).
+// BadInput*Tests.swift, one file per feature: static files (ranges, paths, files that
+// change while served), uploads (multipart bodies) and requests (framing, heads).
 
 /// A marker written to files outside the served root: no response may ever contain it.
 let corpusSecret = "COUNTERPART-SECRET-\(UUID().uuidString)"
