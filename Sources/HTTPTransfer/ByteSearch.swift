@@ -67,25 +67,26 @@ enum ByteSearch {
     }
 }
 
-/// ASCII helpers shared by the header parsers (RFC 9110 §5.6).
-enum ASCII {
-    static let cr: UInt8 = 0x0D
-    static let lf: UInt8 = 0x0A
-    static let space: UInt8 = 0x20
-    static let tab: UInt8 = 0x09
-    static let dash: UInt8 = 0x2D
-    static let quote: UInt8 = 0x22
-    static let backslash: UInt8 = 0x5C
-    static let semicolon: UInt8 = 0x3B
-    static let comma: UInt8 = 0x2C
-    static let equals: UInt8 = 0x3D
-    static let colon: UInt8 = 0x3A
+/// ASCII helpers shared by the header parsers (RFC 9110 §5.6), and by the server module
+/// (`package`), so that both read header text the same way.
+package enum ASCII {
+    package static let cr: UInt8 = 0x0D
+    package static let lf: UInt8 = 0x0A
+    package static let space: UInt8 = 0x20
+    package static let tab: UInt8 = 0x09
+    package static let dash: UInt8 = 0x2D
+    package static let quote: UInt8 = 0x22
+    package static let backslash: UInt8 = 0x5C
+    package static let semicolon: UInt8 = 0x3B
+    package static let comma: UInt8 = 0x2C
+    package static let equals: UInt8 = 0x3D
+    package static let colon: UInt8 = 0x3A
 
-    @inline(__always) static func isWhitespace(_ b: UInt8) -> Bool { b == space || b == tab }
-    @inline(__always) static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
+    @inline(__always) package static func isWhitespace(_ b: UInt8) -> Bool { b == space || b == tab }
+    @inline(__always) package static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
 
     /// RFC 9110 §5.6.2 `tchar`.
-    @inline(__always) static func isTokenChar(_ b: UInt8) -> Bool {
+    @inline(__always) package static func isTokenChar(_ b: UInt8) -> Bool {
         switch b {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
         case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: return true
@@ -93,18 +94,18 @@ enum ASCII {
         }
     }
 
-    @inline(__always) static func lower(_ b: UInt8) -> UInt8 {
+    @inline(__always) package static func lower(_ b: UInt8) -> UInt8 {
         (b >= 0x41 && b <= 0x5A) ? b | 0x20 : b
     }
 
     /// Case-insensitive comparison of ASCII text; other bytes must match exactly.
-    static func equalsIgnoringCase<A: Collection, B: Collection>(_ a: A, _ b: B) -> Bool
+    package static func equalsIgnoringCase<A: Collection, B: Collection>(_ a: A, _ b: B) -> Bool
     where A.Element == UInt8, B.Element == UInt8 {
         guard a.count == b.count else { return false }
         return zip(a, b).allSatisfy { lower($0) == lower($1) }
     }
 
-    static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
+    package static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
         var a = a, b = b
         return a.withUTF8 { x in b.withUTF8 { y in
@@ -113,24 +114,31 @@ enum ASCII {
         } }
     }
 
-    static func lowercased(_ s: String) -> String {
+    package static func lowercased(_ s: String) -> String {
         if !s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) { return s }
         return String(decoding: s.utf8.map(lower), as: UTF8.self)
     }
 
     /// `bytes` with leading and trailing spaces and tabs removed.
-    static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+    package static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         var slice = bytes
         while let first = slice.first, isWhitespace(first) { slice.removeFirst() }
         while let last = slice.last, isWhitespace(last) { slice.removeLast() }
         return slice
     }
 
-    static func trimmed(_ s: Substring) -> Substring {
-        var slice = s
-        while let first = slice.first, first == " " || first == "\t" { slice.removeFirst() }
-        while let last = slice.last, last == " " || last == "\t" { slice.removeLast() }
-        return slice
+    /// `text` without leading and trailing spaces and tabs.
+    package static func trimmed<S: StringProtocol>(_ text: S) -> S.SubSequence {
+        let start = text.firstIndex { $0 != " " && $0 != "\t" } ?? text.endIndex
+        let end = text.lastIndex { $0 != " " && $0 != "\t" }.map { text.index(after: $0) } ?? start
+        return text[start..<max(start, end)]
+    }
+
+    /// A field value that is `1*DIGIT`, as a number: nil for a sign, spaces or anything
+    /// else, and past 2^64 − 1 (`UInt64("+5")` alone would take the sign).
+    package static func decimalNumber(_ text: some StringProtocol) -> UInt64? {
+        guard !text.isEmpty, text.utf8.allSatisfy(isDigit) else { return nil }
+        return UInt64(text)
     }
 }
 

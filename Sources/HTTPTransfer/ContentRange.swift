@@ -28,7 +28,7 @@ public enum ContentRange: Equatable, Sendable, CustomStringConvertible {
         if lengthPart == "*" {
             completeLength = nil
         } else {
-            guard let length = Self.number(lengthPart) else { return nil }
+            guard let length = ASCII.decimalNumber(lengthPart) else { return nil }
             completeLength = length
         }
         if rangePart == "*" {
@@ -37,14 +37,9 @@ public enum ContentRange: Equatable, Sendable, CustomStringConvertible {
             return
         }
         let bounds = rangePart.split(separator: "-", omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = Self.number(bounds[0]), let last = Self.number(bounds[1]),
+        guard bounds.count == 2, let first = ASCII.decimalNumber(bounds[0]), let last = ASCII.decimalNumber(bounds[1]),
               first <= last else { return nil }
         if let completeLength, last >= completeLength { return nil }
         self = .satisfied(ByteRange(first: first, last: last), completeLength: completeLength)
-    }
-
-    private static func number(_ text: Substring) -> UInt64? {
-        guard !text.isEmpty, text.utf8.allSatisfy(ASCII.isDigit) else { return nil }
-        return UInt64(text)
     }
 }

@@ -29,22 +29,22 @@ struct AuthGate: Sendable {
             switch accessControl.authenticate(credentials) {
             case .rejected(let reason, let triedName):
                 failures.record(client: head.clientAddress, name: triedName)
-                return .refuse(Responses.error(401, reason, headers: accessControl.challenges(after: credentials)))
+                return .refuse(Response.error(401, reason, headers: accessControl.challenges(after: credentials)))
             case .authenticated(let name, let rights):
                 guard rights.contains(right) else {
-                    return .refuse(Responses.error(403, "\(name) may not \(Self.verb(right)) (\(head.method) \(head.path) needs the right \"\(right)\"; \(name) has \"\(rights)\")"))
+                    return .refuse(Response.error(403, "\(name) may not \(Self.verb(right)) (\(head.method) \(head.path) needs the right \"\(right)\"; \(name) has \"\(rights)\")"))
                 }
                 user = name
             }
         }
         if right == .control, !allowsRemoteControl, !ControlEndpoint.isLoopback(head.clientAddress) {
-            return .refuse(Responses.error(403, "\(head.method) \(head.path) answers only clients on this machine (start the server with --allow-remote-control)"))
+            return .refuse(Response.error(403, "\(head.method) \(head.path) answers only clients on this machine (start the server with --allow-remote-control)"))
         }
         // Ownership counts only while there are credentials: a server restarted without
         // them lets anyone finish what its users began, as it lets them do everything else.
         for id in requirement.uploads where accessControl != nil {
             if case .some(.some(let owner)) = ownerOfUpload(id), owner != user {
-                return .refuse(Responses.error(403, "the upload \(id) belongs to another user"))
+                return .refuse(Response.error(403, "the upload \(id) belongs to another user"))
             }
         }
         return .pass(user: user)

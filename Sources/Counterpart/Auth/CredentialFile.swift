@@ -1,3 +1,4 @@
+import HTTPTransfer
 /// The two credential files, parsed: `--auth-file` with lines `user:HASH:RIGHTS` (HASH a
 /// yescrypt or bcrypt crypt(3) hash) and `--token-file` with lines `name:TOKEN:RIGHTS` (a
 /// bearer token of at least 16 characters, e.g. `openssl rand -hex 32`). Blank lines and
@@ -54,7 +55,7 @@ enum CredentialFile {
     private static func lines(_ text: String, file: String) throws(CredentialFileError) -> [(Int, (name: String, secret: String, rights: AccessRights))] {
         var result: [(Int, (name: String, secret: String, rights: AccessRights))] = []
         for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
-            let line = trimmed(raw)
+            let line = ASCII.trimmed(raw)
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let number = index + 1
             let fields = line.split(separator: ":", omittingEmptySubsequences: false)

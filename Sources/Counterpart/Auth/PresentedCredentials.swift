@@ -16,7 +16,7 @@ enum PresentedCredentials: Equatable {
     static let maxHeaderBytes = 4096
 
     init(_ head: RequestHead) {
-        let values = head.headers.filter { equalsIgnoringASCIICase($0.name, "Authorization") }.map(\.value)
+        let values = head.headers.filter { ASCII.equalsIgnoringCase($0.name, "Authorization") }.map(\.value)
         guard let value = values.first else {
             self = .none
             return
@@ -38,7 +38,7 @@ enum PresentedCredentials: Equatable {
         let scheme = bytes.prefix { $0 != 0x20 }
         let parameter = Array(bytes.dropFirst(scheme.count).drop { $0 == 0x20 })
         let schemeName = String(decoding: scheme, as: UTF8.self)
-        if equalsIgnoringASCIICase(schemeName, "Basic") {
+        if ASCII.equalsIgnoringCase(schemeName, "Basic") {
             guard !parameter.isEmpty, let decoded = Base64.decode(String(decoding: parameter, as: UTF8.self)) else {
                 self = .malformed("the Basic credentials are not base64 of user:password")
                 return
@@ -48,7 +48,7 @@ enum PresentedCredentials: Equatable {
                 return
             }
             self = .basic(user: Array(decoded[..<colon]), password: Array(decoded[(colon + 1)...]))
-        } else if equalsIgnoringASCIICase(schemeName, "Bearer") {
+        } else if ASCII.equalsIgnoringCase(schemeName, "Bearer") {
             guard !parameter.isEmpty, parameter.allSatisfy(Self.isToken68) else {
                 self = .malformed("the Bearer token is empty or has characters a token cannot have")
                 return

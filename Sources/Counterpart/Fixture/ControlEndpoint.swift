@@ -24,33 +24,33 @@ struct ControlEndpoint: Sendable {
     func respond(to head: RequestHead, segments: [String]) -> Response {
         switch (head.method, segments) {
         case ("GET", ["health"]), ("HEAD", ["health"]):
-            return Responses.json(200, .object([("status", .string("ok")), ("maxUploadBytes", .unsigned(maxUploadBytes))]))
+            return Response.json(200, .object([("status", .string("ok")), ("maxUploadBytes", .unsigned(maxUploadBytes))]))
         case ("GET", ["requests"]), ("HEAD", ["requests"]):
             let path = head.queryArgument("path") ?? nil
             let method = head.queryArgument("method") ?? nil
-            return Responses.json(200, .object([("requests", .array(journal.requests(path: path, method: method).map(\.json)))]))
+            return Response.json(200, .object([("requests", .array(journal.requests(path: path, method: method).map(\.json)))]))
         case ("DELETE", ["requests"]):
             if let refusal = refusedIfRemote(head) { return refusal }
             journal.clear()
             return Response(status: 204)
         case ("DELETE", ["uploads"]):
             if let refusal = refusedIfRemote(head) { return refusal }
-            return Responses.json(200, .object([("removed", .number(Int64(store.removeStoredFiles())))]))
+            return Response.json(200, .object([("removed", .number(Int64(store.removeStoredFiles())))]))
         case (_, ["health"]), (_, ["requests"]):
-            return Responses.methodNotAllowed(head.method, allowed: segments == ["health"] ? ["GET", "HEAD"] : ["GET", "HEAD", "DELETE"], on: head.path)
+            return Response.methodNotAllowed(head.method, allowed: segments == ["health"] ? ["GET", "HEAD"] : ["GET", "HEAD", "DELETE"], on: head.path)
         case (_, ["touch"]):
             if let refusal = refusedIfRemote(head) { return refusal }
             return touch.respond(to: head)
         case (_, ["uploads"]):
-            return Responses.methodNotAllowed(head.method, allowed: ["DELETE"], on: head.path)
+            return Response.methodNotAllowed(head.method, allowed: ["DELETE"], on: head.path)
         default:
-            return Responses.error(404, "\(head.path) is not a control endpoint; they are /__counterpart/health, /__counterpart/requests, /__counterpart/uploads, /__counterpart/faults and /__counterpart/touch")
+            return Response.error(404, "\(head.path) is not a control endpoint; they are /__counterpart/health, /__counterpart/requests, /__counterpart/uploads, /__counterpart/faults and /__counterpart/touch")
         }
     }
 
     private func refusedIfRemote(_ head: RequestHead) -> Response? {
         guard !allowsRemoteControl, !Self.isLoopback(head.clientAddress) else { return nil }
-        return Responses.error(403, "\(head.method) \(head.path) answers only clients on this machine (start the server with --allow-remote-control)")
+        return Response.error(403, "\(head.method) \(head.path) answers only clients on this machine (start the server with --allow-remote-control)")
     }
 
     static func isLoopback(_ address: String) -> Bool {

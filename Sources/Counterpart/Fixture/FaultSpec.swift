@@ -88,7 +88,7 @@ public struct FaultSpec: Equatable, Sendable, CustomStringConvertible {
     public init(parsing text: String) throws(FaultSpecError) {
         self.init()
         for item in text.split(whereSeparator: { $0 == "," || $0 == ";" }) {
-            let pair = item.split(separator: "=", maxSplits: 1).map { String(trimmed($0)) }
+            let pair = item.split(separator: "=", maxSplits: 1).map { String(ASCII.trimmed($0)) }
             guard let name = pair.first, !name.isEmpty else { continue }
             try set(name, pair.count == 2 ? pair[1] : nil)
         }
@@ -122,7 +122,7 @@ public struct FaultSpec: Equatable, Sendable, CustomStringConvertible {
             return count
         }
         func milliseconds() throws(FaultSpecError) -> UInt64 {
-            guard let value, let milliseconds = decimalNumber(value), milliseconds <= Self.maxDelayMilliseconds else {
+            guard let value, let milliseconds = ASCII.decimalNumber(value), milliseconds <= Self.maxDelayMilliseconds else {
                 throw FaultSpecError("\(name) needs milliseconds from 0 to \(Self.maxDelayMilliseconds) (e.g. \(name)=200)")
             }
             return milliseconds
@@ -145,7 +145,7 @@ public struct FaultSpec: Equatable, Sendable, CustomStringConvertible {
             }
             failProbability = probability
         case "seed":
-            guard let value, let number = decimalNumber(value) else {
+            guard let value, let number = ASCII.decimalNumber(value) else {
                 throw FaultSpecError("seed needs a number from 0 to \(UInt64.max) (e.g. seed=7)")
             }
             seed = number
@@ -202,10 +202,10 @@ public enum ByteCount {
                                          ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1)]
         let upper = text.uppercased()
         for (suffix, factor) in units where upper.hasSuffix(suffix) {
-            guard let number = decimalNumber(upper.dropLast(suffix.count)) else { return nil }
+            guard let number = ASCII.decimalNumber(upper.dropLast(suffix.count)) else { return nil }
             let (product, overflow) = number.multipliedReportingOverflow(by: factor)
             return overflow ? nil : product
         }
-        return decimalNumber(text)
+        return ASCII.decimalNumber(text)
     }
 }

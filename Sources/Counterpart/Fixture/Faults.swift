@@ -30,7 +30,7 @@ enum Faults {
     static func replacement(_ spec: FaultSpec) -> RequestAction? {
         if spec.reset { return .reset }
         guard let status = spec.status else { return nil }
-        var response = Responses.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
+        var response = Response.json(status, .object([("status", .number(Int64(status))), ("fault", .string(spec.description))]))
         response.delay = spec.delayMilliseconds.map { .milliseconds($0) }
         return .respond(response)
     }
@@ -95,18 +95,16 @@ public struct AppliedFault: Sendable, Equatable {
 /// how long to wait before some more may.
 struct Throttle {
     let bytesPerSecond: UInt64
-    private var start: ContinuousClock.Instant?
+    private var start: Double?
 
     init(bytesPerSecond: UInt64) { self.bytesPerSecond = bytesPerSecond }
 
     /// Bytes allowed in total since the first call.
     mutating func allowed() -> UInt64 {
-        let now = ContinuousClock.now
+        let now = MonotonicClock.seconds()
         let start = self.start ?? now
         self.start = start
-        let elapsed = now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        return UInt64(seconds * Double(bytesPerSecond))
+        return UInt64((now - start) * Double(bytesPerSecond))
     }
 
     /// The wait until `more` bytes (at least a tenth of a second's worth) are allowed.

@@ -14,10 +14,10 @@ struct FaultsControl: Sendable {
     func action(for head: RequestHead, segments: [String]) -> RequestAction {
         switch (head.method, segments) {
         case ("GET", []), ("HEAD", []):
-            return .respond(Responses.json(200, .object([("faults", .array(faults.rules.map(\.json)))])))
+            return .respond(Response.json(200, .object([("faults", .array(faults.rules.map(\.json)))])))
         case ("POST", []):
             if let length = head.contentLength, length > UInt64(Self.maxBodyBytes) {
-                return .respond(Responses.error(413, "a fault rule is at most \(Self.maxBodyBytes) bytes of JSON"))
+                return .respond(Response.error(413, "a fault rule is at most \(Self.maxBodyBytes) bytes of JSON"))
             }
             return .receiveBody(CollectedBody(limit: Self.maxBodyBytes) { body in arm(body) })
         case ("DELETE", []):
@@ -25,24 +25,24 @@ struct FaultsControl: Sendable {
             return .respond(Response(status: 204))
         case ("DELETE", _) where segments.count == 1:
             guard let id = Int(segments[0]), faults.remove(id: id) else {
-                return .respond(Responses.error(404, "there is no fault rule \(segments[0]); GET /__counterpart/faults lists them"))
+                return .respond(Response.error(404, "there is no fault rule \(segments[0]); GET /__counterpart/faults lists them"))
             }
             return .respond(Response(status: 204))
         case (_, []):
-            return .respond(Responses.methodNotAllowed(head.method, allowed: ["GET", "HEAD", "POST", "DELETE"], on: head.path))
+            return .respond(Response.methodNotAllowed(head.method, allowed: ["GET", "HEAD", "POST", "DELETE"], on: head.path))
         case (_, _) where segments.count == 1:
-            return .respond(Responses.methodNotAllowed(head.method, allowed: ["DELETE"], on: head.path))
+            return .respond(Response.methodNotAllowed(head.method, allowed: ["DELETE"], on: head.path))
         default:
-            return .respond(Responses.error(404, "\(head.path) is not a control endpoint; rules are at /__counterpart/faults and /__counterpart/faults/<id>"))
+            return .respond(Response.error(404, "\(head.path) is not a control endpoint; rules are at /__counterpart/faults and /__counterpart/faults/<id>"))
         }
     }
 
     private func arm(_ body: [UInt8]) -> Response {
         do {
             let rule = try Self.rule(fromJSON: body)
-            return Responses.json(201, faults.arm(rule).json)
+            return Response.json(201, faults.arm(rule).json)
         } catch {
-            return Responses.error(400, "invalid fault rule: \(error)")
+            return Response.error(400, "invalid fault rule: \(error)")
         }
     }
 

@@ -17,10 +17,10 @@ struct GeneratedBytesEndpoint: Sendable {
 
     func respond(to head: RequestHead, segments: [String]) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
-            return Responses.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: head.path)
+            return Response.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: head.path)
         }
         guard segments.count == 1, let length = ByteCount.parse(segments[0]), length <= Self.maxLength else {
-            return Responses.error(404, "\(head.path) is not /bytes/N with N a byte count up to \(Self.maxLength) (e.g. /bytes/1048576 or /bytes/5MiB)")
+            return Response.error(404, "\(head.path) is not /bytes/N with N a byte count up to \(Self.maxLength) (e.g. /bytes/1048576 or /bytes/5MiB)")
         }
         let seed: UInt64, baseVersion: UInt64, changeAfter: UInt64?
         do {
@@ -28,11 +28,11 @@ struct GeneratedBytesEndpoint: Sendable {
             baseVersion = try number("version") ?? 0
             changeAfter = try number("change-after")
         } catch {
-            return Responses.error(400, error.description)
+            return Response.error(400, error.description)
         }
         var version = baseVersion
         if let changeAfter {
-            guard changeAfter > 0 else { return Responses.error(400, "change-after must be 1 or more requests") }
+            guard changeAfter > 0 else { return Response.error(400, "change-after must be 1 or more requests") }
             // Counted per resource, whatever else the query holds (faults), with or without Range.
             let resource = "\(length)/\(seed)/\(baseVersion)/\(changeAfter)"
             let (sum, overflow) = baseVersion.addingReportingOverflow(changes.count(resource) / changeAfter)
@@ -45,12 +45,12 @@ struct GeneratedBytesEndpoint: Sendable {
             lastModified: HTTPDate(secondsSince1970: Self.lastModified.secondsSince1970 + Int64(min(version, 1_000_000_000))),
             contentType: "application/octet-stream",
             name: "bytes-\(length)-seed-\(seed)\(version == 0 ? "" : "-v\(version)").bin",
-            source: GeneratedSource(GeneratedBytes(seed: seed, version: version)), file: nil)
+            source: GeneratedSource(GeneratedBytes(seed: seed, version: version)))
         return RepresentationResponder(head: head, representation: representation, extraHeaders: [], rangePolicy: rangePolicy).respond()
 
         func number(_ name: String) throws(ArgumentError) -> UInt64? {
             guard let argument = head.queryArgument(name) else { return nil }
-            guard let text = argument, let value = decimalNumber(text) else {
+            guard let text = argument, let value = ASCII.decimalNumber(text) else {
                 throw ArgumentError(description: "\(name) must be a number from 0 to \(UInt64.max)")
             }
             return value

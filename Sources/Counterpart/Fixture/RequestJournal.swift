@@ -34,7 +34,7 @@ public final class RequestJournal: Sendable {
 
         /// The first value of a request header, compared case-insensitively.
         public func header(_ name: String) -> String? {
-            headers.first { equalsIgnoringASCIICase($0.name, name) }?.value
+            headers.first { ASCII.equalsIgnoringCase($0.name, name) }?.value
         }
     }
 

@@ -10,12 +10,12 @@ struct TouchEndpoint: Sendable {
     let uploads: ServedFolder
 
     func respond(to head: RequestHead) -> Response {
-        guard head.method == "POST" else { return Responses.methodNotAllowed(head.method, allowed: ["POST"], on: head.path) }
+        guard head.method == "POST" else { return Response.methodNotAllowed(head.method, allowed: ["POST"], on: head.path) }
         guard case let target?? = head.queryArgument("path"), !target.isEmpty else {
-            return Responses.error(400, "touch needs the file's path: POST /__counterpart/touch?path=/some/file")
+            return Response.error(400, "touch needs the file's path: POST /__counterpart/touch?path=/some/file")
         }
         guard case .segments(var segments) = RequestPath(target), !segments.isEmpty else {
-            return Responses.error(400, "\(target) is not the path of a served file")
+            return Response.error(400, "\(target) is not the path of a served file")
         }
         var folder = root
         if segments.first == "uploads" {
@@ -36,15 +36,15 @@ struct TouchEndpoint: Sendable {
         if now.tv_sec <= info.st_mtim.tv_sec { now = timespec(tv_sec: info.st_mtim.tv_sec + 1, tv_nsec: 0) }
         var times = [now, now]  // access and modification
         guard futimens(file.borrowed, &times) == 0, fstat(file.borrowed, &info) == 0 else {
-            return Responses.error(500, "cannot change the modification time of \(target): \(FileSystem.lastError())")
+            return Response.error(500, "cannot change the modification time of \(target): \(FileSystem.lastError())")
         }
-        return Responses.json(200, .object([
+        return Response.json(200, .object([
             ("etag", .string(StaticFiles.entityTag(of: info).description)),
             ("lastModified", .string(HTTPDate(secondsSince1970: Int64(info.st_mtim.tv_sec)).description)),
         ]))
     }
 
     private func notFound(_ target: String) -> Response {
-        Responses.error(404, "\(target) is not a served file")
+        Response.error(404, "\(target) is not a served file")
     }
 }

@@ -433,19 +433,19 @@ private func headRefusal(_ head: RequestHead) -> Response? {
     let close = HTTPField(name: "Connection", value: "close")
     do {
         let framing = try MessageFraming(headers: head.headers.map { ($0.name, $0.value) })
-        if framing == .chunked, let coding = head.header("Transfer-Encoding"), !equalsIgnoringASCIICase(coding, "chunked") {
-            return Responses.error(400, "Transfer-Encoding \"\(coding)\" must be exactly \"chunked\" here (libmicrohttpd frames no other spelling)",
+        if framing == .chunked, let coding = head.header("Transfer-Encoding"), !ASCII.equalsIgnoringCase(coding, "chunked") {
+            return Response.error(400, "Transfer-Encoding \"\(coding)\" must be exactly \"chunked\" here (libmicrohttpd frames no other spelling)",
                                    headers: [close])
         }
         return nil
     } catch {
-        return Responses.error(error.status, error.description, headers: [close])
+        return Response.error(error.status, error.description, headers: [close])
     }
 }
 
 /// The answer to a request on a connection past its client's limit; the connection then closes.
 private func tooManyConnections(_ held: Int, limit: Int, from client: String) -> Response {
-    Responses.error(503, "\(client) has \(held) connections open; this server takes at most \(limit) from one client",
+    Response.error(503, "\(client) has \(held) connections open; this server takes at most \(limit) from one client",
                     headers: [HTTPField(name: "Connection", value: "close"), HTTPField(name: "Retry-After", value: "1")])
 }
 

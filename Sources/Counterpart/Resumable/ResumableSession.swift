@@ -46,7 +46,7 @@ struct ResumableSession {
     /// (the default), or gets `423`/`409` as it would before (`Counterpart-Takeover: off`,
     /// for clients that test that path).
     static func takesOver(_ head: RequestHead) -> Bool {
-        head.header("Counterpart-Takeover").map { !equalsIgnoringASCIICase($0, "off") } ?? true
+        head.header("Counterpart-Takeover").map { !ASCII.equalsIgnoringCase($0, "off") } ?? true
     }
 
     /// Claims `upload` (as the request saw it) and reads the body into it: at most `limit`
@@ -82,7 +82,7 @@ struct ResumableSession {
         if let upload, dialect.offsetOnFailures, !all.contains(where: { $0.name == "Upload-Offset" }) {
             all.append(Self.offsetField(upload))
         }
-        if let error { return Responses.error(status, error, headers: all) }
+        if let error { return Response.error(status, error, headers: all) }
         return Response(status: status, headers: all)
     }
 
@@ -92,7 +92,7 @@ struct ResumableSession {
                  upload: ResumableStore.Upload? = nil) -> Response {
         guard dialect.problemDetails else { return answer(status, error: title, headers: headers, upload: upload) }
         var response = answer(status, headers: headers, upload: upload)
-        response = Responses.json(status, .object([("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra),
+        response = Response.json(status, .object([("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra),
                                   headers: response.headers)
         response.headers = response.headers.map { $0.name == "Content-Type" ? Self.problemType : $0 }
         return response

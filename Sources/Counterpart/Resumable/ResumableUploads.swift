@@ -82,7 +82,7 @@ struct ResumableUploads: Sendable {
     // MARK: - The upload resource: /resumable/<id>
 
     func respond(toResource head: RequestHead, segments: [String]) -> RequestAction {
-        guard segments.count == 1 else { return .respond(Responses.error(404, "\(head.path) is not an upload resource")) }
+        guard segments.count == 1 else { return .respond(Response.error(404, "\(head.path) is not an upload resource")) }
         let upload: ResumableStore.Upload
         do throws(ResumableStore.Failure) {
             upload = try store.upload(segments[0])
@@ -225,7 +225,7 @@ struct ResumableUploads: Sendable {
     /// does not speak names the versions it does (problem details, RFC 9457).
     private func refusal(_ refusal: ResumableUploadRefusal, upload: ResumableStore.Upload? = nil) -> Response {
         guard let version = refusal.version else {
-            var response = Responses.json(refusal.status, .object([
+            var response = Response.json(refusal.status, .object([
                 ("title", .string(refusal.message)),
                 ("supported-versions", .array(InteropVersion.supported.map { .number(Int64($0)) })),
             ]))

@@ -118,8 +118,8 @@ public final class CounterpartServer: Sendable {
         guard !alreadyStopped else { return }
         sweeper.cancel()
         daemon.stopAccepting()
-        let deadline = ContinuousClock.now + grace
-        while daemon.requestsInFlight > 0, ContinuousClock.now < deadline {
+        let deadline = MonotonicClock.seconds() + grace.seconds
+        while daemon.requestsInFlight > 0, MonotonicClock.seconds() < deadline {
             Thread.sleep(forTimeInterval: 0.01)
         }
         daemon.stop()

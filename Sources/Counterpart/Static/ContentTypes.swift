@@ -1,3 +1,5 @@
+import HTTPTransfer
+
 /// Media types by file extension, for what apps really move. Anything else is
 /// `application/octet-stream`.
 enum ContentTypes {
@@ -5,7 +7,7 @@ enum ContentTypes {
     static func forName(_ name: String) -> String {
         let bytes = name.utf8
         guard let dot = bytes.lastIndex(of: 0x2E) else { return fallback }
-        let ext = String(decoding: bytes[bytes.index(after: dot)...].map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        let ext = ASCII.lowercased(String(decoding: bytes[bytes.index(after: dot)...], as: UTF8.self))
         return table[ext] ?? fallback
     }
 

@@ -25,13 +25,13 @@ struct DirectoryListing {
         let order: ListingOrder
         switch ListingOrder.parse(sort: head.queryArgument("sort"), order: head.queryArgument("order")) {
         case .success(let parsed): order = parsed
-        case .failure(let refusal): return Responses.error(400, refusal.message)
+        case .failure(let refusal): return Response.error(400, refusal.message)
         }
         let entries = order.sorted(readEntries())
         if AcceptHeader(head.header("Accept")).prefersJSON {
-            return Responses.json(200, json(entries, order))
+            return Response.json(200, json(entries, order))
         }
-        return Responses.html(200, html(entries, order))
+        return Response.html(200, html(entries, order))
     }
 
     /// The folder's files and subfolders. Other kinds of entries are left out, and so are
@@ -80,7 +80,7 @@ struct DirectoryListing {
     }
 
     private func html(_ entries: [Entry], _ order: ListingOrder) -> String {
-        let escape = Responses.escapeHTML
+        let escape = Response.escapeHTML
         let title = escape(PercentEncoding.decode(urlPath) ?? urlPath)
         // Links to folders keep the order the reader chose.
         let keptQuery = order == .default ? "" : escape(order.query)
@@ -132,7 +132,7 @@ struct DirectoryListing {
         for segment in urlPath.split(separator: "/") {
             path += segment + "/"
             let name = PercentEncoding.decode(String(segment)) ?? String(segment)
-            links += "<a href=\"\(Responses.escapeHTML(path))\">\(Responses.escapeHTML(name))/</a>"
+            links += "<a href=\"\(Response.escapeHTML(path))\">\(Response.escapeHTML(name))/</a>"
         }
         return links
     }
@@ -145,7 +145,7 @@ struct DirectoryListing {
         let sortState = active ? " aria-sort=\"\(current.direction == .asc ? "ascending" : "descending")\"" : ""
         let arrow = active ? "<span aria-hidden=\"true\">\(current.direction == .asc ? " ▲" : " ▼")</span>" : ""
         let numericClass = numeric ? " class=\"n\"" : ""
-        return "<th scope=\"col\"\(numericClass)\(sortState)><a href=\"\(Responses.escapeHTML(next.query))\">\(label)\(arrow)"
+        return "<th scope=\"col\"\(numericClass)\(sortState)><a href=\"\(Response.escapeHTML(next.query))\">\(label)\(arrow)"
             + "<span class=\"vh\"> (sort by \(next.description))</span></a></th>"
     }
 

@@ -10,11 +10,8 @@ protocol ByteSource: AnyObject {
 
 extension OpenFile: ByteSource {
     func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
-        while true {
-            let count = pread(borrowed, buffer.baseAddress, buffer.count, off_t(offset))
-            if count < 0, errno == EINTR { continue }
-            return count > 0 ? count : nil
-        }
+        let count = POSIX.retryingInterrupts { pread(borrowed, buffer.baseAddress, buffer.count, off_t(offset)) }
+        return count > 0 ? count : nil
     }
 }
 
@@ -62,8 +59,9 @@ struct Representation {
     /// The name `?download` suggests by default.
     var name: String
     var source: any ByteSource
+
     /// The open file when the bytes are a file's, to send them with sendfile.
-    var file: OpenFile?
+    var file: OpenFile? { source as? OpenFile }
 }
 
 /// The answer for one representation: validators, preconditions (RFC 9110 §13.2.2),
@@ -99,7 +97,7 @@ struct RepresentationResponder {
             // (RFC 9110 §8.6), not 0.
             return Response(status: 304, headers: headers, body: .stream(length: length, SourceRangeStream(representation.source, offset: 0, length: length)))
         case .preconditionFailed:
-            return Responses.error(412, "a precondition of the request (If-Match or If-Unmodified-Since) does not hold for \(head.path)",
+            return Response.error(412, "a precondition of the request (If-Match or If-Unmodified-Since) does not hold for \(head.path)",
                                    headers: headers)
         case .ignoreRange:
             resolution = .full
@@ -107,7 +105,7 @@ struct RepresentationResponder {
             break
         }
         if case .unsatisfiable = resolution {
-            return Responses.error(416, "the range \(rangeHeader ?? "") is outside \(head.path), which is \(length) bytes long",
+            return Response.error(416, "the range \(rangeHeader ?? "") is outside \(head.path), which is \(length) bytes long",
                                    headers: headers + [HTTPField(name: "Content-Range", value: ContentRange.unsatisfied(completeLength: length).description)])
         }
 

@@ -20,7 +20,7 @@ struct StaticFiles: Sendable {
 
     func respond(to head: RequestHead, segments: [String]) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
-            return Responses.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: "\(head.path) (a static path)")
+            return Response.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: "\(head.path) (a static path)")
         }
         // Uploads in progress are never served, wherever the uploads folder is.
         guard !segments.contains(where: { $0.hasPrefix(UploadStore.temporaryPrefix) || (hidesDotFiles && $0.hasPrefix(".")) }) else {
@@ -28,7 +28,7 @@ struct StaticFiles: Sendable {
         }
         let relative = segments.isEmpty ? "." : segments.joined(separator: "/")
         guard let (file, info) = openBeneath(relative) else {
-            return errno == EACCES ? Responses.error(403, "\(head.path) cannot be read") : notFound(head)
+            return errno == EACCES ? Response.error(403, "\(head.path) cannot be read") : notFound(head)
         }
         switch info.st_mode & S_IFMT {
         case S_IFREG:
@@ -36,12 +36,12 @@ struct StaticFiles: Sendable {
         case S_IFDIR:
             return respondWithFolder(head: head, file: file, segments: segments, relative: relative)
         default:
-            return Responses.error(404, "\(head.path) is not a file")
+            return Response.error(404, "\(head.path) is not a file")
         }
     }
 
     private func notFound(_ head: RequestHead) -> Response {
-        Responses.error(404, "\(head.path) was not found")
+        Response.error(404, "\(head.path) was not found")
     }
 
     /// The file or folder at `relative` beneath the served folder, opened, and its status.
@@ -76,7 +76,7 @@ struct StaticFiles: Sendable {
         let length = UInt64(info.st_size)
         let representation = Representation(
             length: length, entityTag: Self.entityTag(of: info), lastModified: HTTPDate(secondsSince1970: Int64(info.st_mtim.tv_sec)),
-            contentType: ContentTypes.forName(name), name: name, source: file, file: file)
+            contentType: ContentTypes.forName(name), name: name, source: file)
         return RepresentationResponder(head: head, representation: representation, extraHeaders: fileHeaders,
                                        rangePolicy: rangePolicy).respond()
     }

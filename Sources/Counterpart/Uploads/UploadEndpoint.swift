@@ -32,7 +32,7 @@ struct UploadEndpoint: Sendable {
         case "OPTIONS":
             return .answered(Response(status: 204, headers: [HTTPField(name: "Allow", value: "POST, OPTIONS")]))
         default:
-            return .answered(Responses.methodNotAllowed(head.method, allowed: ["POST", "OPTIONS"], on: "/upload"))
+            return .answered(Response.methodNotAllowed(head.method, allowed: ["POST", "OPTIONS"], on: "/upload"))
         }
         let boundary: MultipartBoundary
         do {
@@ -64,7 +64,7 @@ struct UploadEndpoint: Sendable {
         let file = open(path, O_RDONLY | O_CLOEXEC)
         guard file >= 0 else {
             receiver.abandon()
-            return (Responses.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])
+            return (Response.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])
         }
         defer { close(file) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.processingChunkBytes, alignment: 8)
@@ -74,7 +74,7 @@ struct UploadEndpoint: Sendable {
             if count < 0, errno == EINTR { continue }
             guard count >= 0 else {
                 receiver.abandon()
-                return (Responses.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])
+                return (Response.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])
             }
             if count == 0 { break }
             if receiver.receive(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) == .close {
@@ -95,20 +95,20 @@ enum UploadFailure {
     static func response(for error: any Error) -> Response {
         switch error {
         case let error as MultipartBoundaryError:
-            if case .notFormData = error { return Responses.error(415, error.description) }
-            return Responses.error(400, error.description)
+            if case .notFormData = error { return Response.error(415, error.description) }
+            return Response.error(400, error.description)
         case let error as MultipartError:
-            return Responses.error(error.isSizeLimit ? 413 : 400, error.description)
+            return Response.error(error.isSizeLimit ? 413 : 400, error.description)
         case let error as StoreError:
-            return Responses.error(error.isOutOfSpace ? 507 : 500, error.description)
+            return Response.error(error.isOutOfSpace ? 507 : 500, error.description)
         default:
-            return Responses.error(500, "the upload failed: \(error)")
+            return Response.error(500, "the upload failed: \(error)")
         }
     }
 
     static func tooLarge(_ limit: UInt64, declared: UInt64? = nil) -> Response {
         let size = declared.map { "the body is \($0) bytes" } ?? "the body is larger than \(limit) bytes"
-        return Responses.error(413, "\(size); this server takes at most \(limit)")
+        return Response.error(413, "\(size); this server takes at most \(limit)")
     }
 }
 
@@ -182,7 +182,7 @@ final class UploadReceiver: RequestBodyReceiver {
             }
         }
         if let failure { return failure }
-        return answersHTML ? htmlReceipt() : Responses.json(200, jsonReceipt())
+        return answersHTML ? htmlReceipt() : Response.json(200, jsonReceipt())
     }
 
     func abandon() {
@@ -261,7 +261,7 @@ final class UploadReceiver: RequestBodyReceiver {
     }
 
     private func htmlReceipt() -> Response {
-        let escape = Responses.escapeHTML
+        let escape = Response.escapeHTML
         var rows = ""
         for file in files {
             rows += "<tr><td>\(escape(file.part.name))</td><td><a href=\"\(escape(url(of: file)))\">\(escape(file.storedName))</a></td>"
@@ -273,7 +273,7 @@ final class UploadReceiver: RequestBodyReceiver {
             let value = String(validating: field.value, as: UTF8.self) ?? "(\(field.value.count) bytes, not UTF-8)"
             fieldRows += "<tr><td>\(escape(field.name))</td><td>\(escape(value))</td></tr>\n"
         }
-        return Responses.html(200, """
+        return Response.html(200, """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
             <title>Upload received</title>

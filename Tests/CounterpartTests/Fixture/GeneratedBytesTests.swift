@@ -1,8 +1,5 @@
 import Counterpart
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import HTTPTransfer
 import Testing
 

@@ -1,8 +1,5 @@
 @testable import Counterpart
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
 
 @Suite("The request journal and the control endpoints")

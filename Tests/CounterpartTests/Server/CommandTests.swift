@@ -191,7 +191,7 @@ struct CommandTests {
         let port = UInt16(base.split(separator: ":").last!)!
         let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 100000\r\n\r\n"
         let part = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"stalled.bin\"\r\n\r\npartial data".utf8)
-        let client = BackgroundCall { try rawExchange(port: port, Array(head.utf8) + part, timeout: 10) }
+        let client = BackgroundCall { try RawHTTPConnection.exchange(port: port, Array(head.utf8) + part, timeout: 10) }
         #expect(waitUntil { ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).contains { $0.hasSuffix(".part") } })
 
         run.process.terminate()

@@ -179,9 +179,9 @@ struct StaticFileReviewTests {
 
     @Test func a304AnnouncesTheLengthOfTheFileNotZero() throws {
         let etag = try #require(try curl([server.url("/data.bin")]).header("ETag"))
-        let raw = try rawExchange(port: server.server.port, Array(
+        let raw = try RawHTTPConnection.exchange(port: server.server.port, Array(
             "GET /data.bin HTTP/1.1\r\nHost: x\r\nIf-None-Match: \(etag)\r\n\r\nGET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
-        let text = String(decoding: raw, as: UTF8.self)
+        let text = raw.text
         #expect(text.hasPrefix("HTTP/1.1 304 Not Modified\r\n"))
         #expect(text.contains("Content-Length: 100000\r\n"))
         // No body follows the 304: the next response comes right after its header block.

@@ -62,8 +62,8 @@ struct StaticFileTests {
         let head = try curl(["--head", server.url("/data.bin")])
         #expect(head.status == 200)
         // On the wire: the header block and not one byte more.
-        let raw = try rawExchange(port: server.server.port, Array("HEAD /data.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
-        let text = String(decoding: raw, as: UTF8.self)
+        let raw = try RawHTTPConnection.exchange(port: server.server.port, Array("HEAD /data.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        let text = raw.text
         #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n"))
         #expect(text.hasSuffix("\r\n\r\n"))
         #expect(text.contains("Content-Length: 100000\r\n"))

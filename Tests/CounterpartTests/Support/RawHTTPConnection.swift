@@ -30,8 +30,8 @@ func connectedSocket(port: UInt16, from source: String? = nil) throws -> Int32 {
     return socket
 }
 
-/// A TCP connection for writing HTTP by hand and reading exactly what comes back, 1xx
-/// responses included.
+/// The tests' one raw HTTP client: a TCP connection for writing HTTP by hand and reading
+/// exactly what comes back, 1xx responses included, at the pace the test chooses.
 final class RawHTTPConnection {
     private let socket: Int32
     private var buffered: [UInt8] = []
@@ -40,12 +40,26 @@ final class RawHTTPConnection {
     /// look like another client) when given.
     init(port: UInt16, from source: String? = nil) throws {
         socket = try connectedSocket(port: port, from: source)
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setReceiveTimeout(5)
     }
 
     deinit { Glibc.close(socket) }
 
+    /// Sends `request` on a new connection and reads until the server closes or nothing
+    /// comes for `timeout` seconds; with `closeAfterSending`, hangs up right after sending
+    /// (the response is then empty).
+    static func exchange(port: UInt16, _ request: [UInt8], closeAfterSending: Bool = false,
+                         timeout: Double = 5) throws -> RawResponse {
+        let start = Date()
+        let connection = try RawHTTPConnection(port: port)
+        connection.setReceiveTimeout(timeout)
+        connection.send(request)
+        if closeAfterSending { return RawResponse(bytes: [], seconds: Date().timeIntervalSince(start)) }
+        while connection.fill() {}
+        return RawResponse(bytes: connection.takeBuffered(), seconds: Date().timeIntervalSince(start))
+    }
+
+    /// Sends all of `bytes`, or as much as the server takes before it closes.
     func send(_ bytes: [UInt8]) {
         var sent = 0
         while sent < bytes.count {
@@ -57,13 +71,19 @@ final class RawHTTPConnection {
 
     func send(_ text: String) { send(Array(text.utf8)) }
 
-    /// The next response head (status line and headers, up to the empty line), as text.
+    /// The next response head (status line and headers, up to and with the empty line), as text.
     func readHead() -> String? {
+        readHead(minimumBody: 0)?.head
+    }
+
+    /// The next response head, and the body bytes after it once at least `minimumBody` came
+    /// (all that came by then).
+    func readHead(minimumBody: Int) -> (head: String, body: [UInt8])? {
         while true {
-            if let end = buffered.firstRange(of: Array("\r\n\r\n".utf8)) {
+            if let end = buffered.firstRange(of: RawResponse.headEnd), buffered.count - end.upperBound >= minimumBody {
                 let head = String(decoding: buffered[..<end.upperBound], as: UTF8.self)
                 buffered.removeSubrange(..<end.upperBound)
-                return head
+                return (head, minimumBody > 0 ? takeBuffered() : [])
             }
             guard fill() else { return nil }
         }
@@ -81,9 +101,20 @@ final class RawHTTPConnection {
     /// nothing — a 1xx must have been read with `readHead` before.
     func readResponse() -> (head: String, body: [UInt8])? {
         guard let head = readHead() else { return nil }
-        let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
-            .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
-        return (head, readBody(length))
+        return (head, readBody(headerValue("Content-Length", in: head).flatMap { Int($0) } ?? 0))
+    }
+
+    /// Everything until the server closes; `closed` is false when `timeout` passed first.
+    func readToEnd(timeout: Double) -> (bytes: [UInt8], closed: Bool) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            setReceiveTimeout(max(0.05, deadline.timeIntervalSinceNow))
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            let count = recv(socket, &chunk, chunk.count, 0)
+            if count > 0 { buffered += chunk[0..<count]; continue }
+            return (takeBuffered(), count == 0)
+        }
+        return (takeBuffered(), false)
     }
 
     /// Whether the server closes the connection (end of stream or reset) within `seconds`,
@@ -105,6 +136,13 @@ final class RawHTTPConnection {
         shutdown(socket, Int32(SHUT_RDWR))
     }
 
+    private func setReceiveTimeout(_ seconds: Double) {
+        var limit = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1e6))
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Reads what the server sends next into `buffered`: false at its end, on an error or
+    /// when the receive timeout passes.
     private func fill() -> Bool {
         var chunk = [UInt8](repeating: 0, count: 65_536)
         let count = recv(socket, &chunk, chunk.count, 0)
@@ -112,14 +150,9 @@ final class RawHTTPConnection {
         buffered += chunk[0..<count]
         return true
     }
-}
 
-/// The value of a header in a response head.
-func headerValue(_ name: String, in head: String) -> String? {
-    head.split(separator: "\r\n").dropFirst().first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
-        .map { String($0.split(separator: ":", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces) }
-}
-
-func statusCode(of head: String) -> Int? {
-    head.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+    private func takeBuffered() -> [UInt8] {
+        defer { buffered = [] }
+        return buffered
+    }
 }

@@ -147,30 +147,6 @@ extension HTTPURLResponse {
     func header(_ name: String) -> String? { value(forHTTPHeaderField: name) }
 }
 
-/// Sends raw bytes on a TCP connection and returns what comes back until the server
-/// closes or `timeout` passes; with `closeAfterSending`, hangs up right after sending.
-func rawExchange(port: UInt16, _ request: [UInt8], closeAfterSending: Bool = false, timeout: Double = 5) throws -> [UInt8] {
-    let socket = try connectedSocket(port: port)
-    defer { close(socket) }
-    var seconds = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
-    setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
-    var sent = 0
-    while sent < request.count {
-        let n = request[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        if n <= 0 { break }
-        sent += n
-    }
-    if closeAfterSending { return [] }
-    var response: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let n = recv(socket, &buffer, buffer.count, 0)
-        if n <= 0 { break }
-        response += buffer[0..<n]
-    }
-    return response
-}
-
 /// Runs a blocking call on a thread of its own (not the tests' cooperative pool, which a
 /// blocking call could starve) and waits for its result.
 /// Unchecked: `result` is written once by the thread before `done` is signalled and read

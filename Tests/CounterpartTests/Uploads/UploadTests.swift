@@ -152,7 +152,7 @@ struct UploadTests {
         // Past the first MiB a file is hashed by a thread of its own: it must stop too.
         let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 9000000\r\n\r\n"
         let part = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"big.bin\"\r\n\r\n".utf8) + [UInt8](testBytes(count: 3_000_000))
-        _ = try rawExchange(port: server.server.port, Array(head.utf8) + part, closeAfterSending: true)
+        _ = try RawHTTPConnection.exchange(port: server.server.port, Array(head.utf8) + part, closeAfterSending: true)
         #expect(server.eventually { server.uploadedNames().isEmpty }, "left behind: \(server.uploadedNames())")
     }
 
@@ -294,7 +294,7 @@ struct UploadErrorTests {
     @Test func aClientThatHangsUpHalfwayLeavesNothing() throws {
         let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 150000\r\n\r\n"
         let part = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"half.bin\"\r\n\r\n".utf8) + [UInt8](testBytes(count: 70_000))
-        _ = try rawExchange(port: server.server.port, Array(head.utf8) + part, closeAfterSending: true)
+        _ = try RawHTTPConnection.exchange(port: server.server.port, Array(head.utf8) + part, closeAfterSending: true)
         expectNothingStored()
         // And the server goes on serving.
         #expect(try curl(["-F", "a=1", server.url("/upload")]).status == 200)
@@ -303,7 +303,7 @@ struct UploadErrorTests {
     @Test func aClientThatHangsUpAfterACompleteFileLeavesNothing() throws {
         let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 150000\r\n\r\n"
         let body = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"done.txt\"\r\n\r\ncomplete\r\n--b\r\nContent-Disposition: form-data; name=\"g\"; filename=\"next.txt\"\r\n\r\npart".utf8)
-        _ = try rawExchange(port: server.server.port, Array(head.utf8) + body, closeAfterSending: true)
+        _ = try RawHTTPConnection.exchange(port: server.server.port, Array(head.utf8) + body, closeAfterSending: true)
         expectNothingStored()
     }
 }
@@ -320,8 +320,8 @@ struct UploadReviewTests {
         // No Expect: 100-continue, 2 MB of body sent without waiting: the 415 arrives.
         let body = [UInt8](testBytes(count: 2_000_000))
         let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: \(body.count)\r\n\r\n"
-        let raw = try rawExchange(port: server.server.port, Array(head.utf8) + body)
-        #expect(String(decoding: raw.prefix(40), as: UTF8.self).hasPrefix("HTTP/1.1 415 "))
+        let raw = try RawHTTPConnection.exchange(port: server.server.port, Array(head.utf8) + body)
+        #expect(raw.head.hasPrefix("HTTP/1.1 415 "))
     }
 
     @Test func afterAnErrorOnlyTheDrainAllowanceIsRead() throws {

@@ -1,5 +1,5 @@
-/// Responses every endpoint uses.
-enum Responses {
+/// The responses every endpoint builds: a JSON error, JSON, an HTML page, 405.
+extension Response {
     /// `{"error": "<sentence>"}` with the given status.
     static func error(_ status: Int, _ message: String, headers: [HTTPField] = []) -> Response {
         Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/json")],
@@ -29,15 +29,10 @@ enum Responses {
     static func escapeHTML(_ text: String) -> String {
         var out = ""
         for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.append(character)
-            }
+            if let escaped = htmlEscapes[character] { out += escaped } else { out.append(character) }
         }
         return out
     }
+
+    private static let htmlEscapes: [Character: String] = ["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;"]
 }

@@ -83,13 +83,12 @@ public final class SHA256 {
         let hasher = SHA256()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
         defer { buffer.deallocate() }
-        while true {
-            let count = read(file, buffer.baseAddress, buffer.count)
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else { return nil }
-            if count == 0 { return hasher.finish() }
-            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+        do throws(POSIX.Failure) {
+            try POSIX.readAll(file, through: buffer) { hasher.update($0) }
+        } catch {
+            return nil
         }
+        return hasher.finish()
     }
 }
 

@@ -1,3 +1,5 @@
+import HTTPTransfer
+
 /// What a client prefers, from its `Accept` header (RFC 9110 §12.5.1).
 struct AcceptHeader {
     private struct Range {
@@ -12,13 +14,13 @@ struct AcceptHeader {
         guard let value else { return }
         for member in value.split(separator: ",") {
             let pieces = member.split(separator: ";", omittingEmptySubsequences: false)
-            let mediaRange = trimmed(pieces[0]).lowercased()
+            let mediaRange = ASCII.trimmed(pieces[0]).lowercased()
             let type = mediaRange.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
             guard type.count == 2, !type[0].isEmpty, !type[1].isEmpty else { continue }
             var quality = 1.0
             for parameter in pieces.dropFirst() {
                 let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                if pair.count == 2, trimmed(pair[0]).lowercased() == "q", let q = Double(trimmed(pair[1])), q.isFinite {
+                if pair.count == 2, ASCII.trimmed(pair[0]).lowercased() == "q", let q = Double(ASCII.trimmed(pair[1])), q.isFinite {
                     quality = max(0, min(1, q))
                 }
             }
@@ -49,11 +51,4 @@ struct AcceptHeader {
         if json.quality != html.quality { return json.quality > html.quality ? 1 : -1 }
         return json.specificity - html.specificity
     }
-}
-
-/// `text` without leading and trailing spaces and tabs.
-func trimmed<S: StringProtocol>(_ text: S) -> S.SubSequence {
-    let start = text.firstIndex { $0 != " " && $0 != "\t" } ?? text.endIndex
-    let end = text.lastIndex { $0 != " " && $0 != "\t" }.map { text.index(after: $0) } ?? start
-    return text[start..<max(start, end)]
 }

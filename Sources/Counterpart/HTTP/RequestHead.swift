@@ -1,0 +1,106 @@
+import HTTPTransfer
+
+/// A header field as sent or received.
+struct HTTPField: Equatable, Sendable {
+    var name: String
+    var value: String
+}
+
+/// A request as it is known once its head has arrived.
+struct RequestHead: Sendable {
+    var method: String
+    /// The request target's path, exactly as sent: still percent-encoded.
+    let path: String
+    /// `path` decoded into segments, once for everything that routes or records the request.
+    let decodedPath: RequestPath
+    /// Query arguments in order, still percent-encoded (libmicrohttpd has turned `+` into
+    /// a space); nil value for an argument without `=`.
+    var query: [(name: String, value: String?)]
+    var version: String
+    var headers: [HTTPField]
+    var clientAddress: String
+    /// The fault the router applied, noted for the journal.
+    var fault: AppliedFault?
+    /// Who the request's credentials name, once the auth gate has let it in (nil without
+    /// credentials): the owner of what it creates.
+    var user: String? = nil
+
+    init(method: String, path: String, query: [(name: String, value: String?)], version: String,
+         headers: [HTTPField], clientAddress: String) {
+        self.method = method
+        self.path = path
+        self.decodedPath = RequestPath(path)
+        self.query = query
+        self.version = version
+        self.headers = headers
+        self.clientAddress = clientAddress
+    }
+
+    /// The first value of the header `name`, compared case-insensitively.
+    func header(_ name: String) -> String? {
+        headers.first { ASCII.equalsIgnoringCase($0.name, name) }?.value
+    }
+
+    /// The path of a request target: origin-form (`/a/b`) as sent; absolute-form
+    /// (`http://host/a/b`, which RFC 9112 §3.2.2 says a server must accept, as a proxy
+    /// would send it) reduced to its path.
+    static func path(ofTarget target: String) -> String {
+        for scheme in ["http://", "https://"] where target.utf8.count > scheme.utf8.count
+            && ASCII.equalsIgnoringCase(String(target.prefix(scheme.count)), scheme) {
+            let authorityAndPath = target.dropFirst(scheme.count)
+            return authorityAndPath.firstIndex(of: "/").map { String(authorityAndPath[$0...]) } ?? "/"
+        }
+        return target
+    }
+
+    /// The `Content-Length`, when the request has a valid one.
+    var contentLength: UInt64? {
+        header("Content-Length").flatMap(UInt64.init)
+    }
+
+    /// Whether the request says a body follows (a non-zero Content-Length, or chunked).
+    var announcesBody: Bool {
+        if header("Transfer-Encoding") != nil { return true }
+        return header("Content-Length").map { $0 != "0" } ?? false
+    }
+
+    /// Whether the client waits for `100 Continue` before it sends its body.
+    var expectsContinue: Bool {
+        header("Expect").map { ASCII.equalsIgnoringCase($0, "100-continue") } ?? false
+    }
+
+    /// The first value of the query argument `name`, percent-decoded (`+` as a space);
+    /// `.some(nil)` when it is present without a value.
+    func queryArgument(_ name: String) -> String?? {
+        guard let argument = query.first(where: { $0.name == name }) else { return nil }
+        return .some(argument.value.map { PercentEncoding.decode($0, plusAsSpace: true) ?? $0 })
+    }
+
+    /// `?a=b&c` with what libmicrohttpd decoded encoded again, or "" without a query.
+    var queryString: String {
+        guard !query.isEmpty else { return "" }
+        func encode(_ text: String) -> String {
+            // Keep the client's own escapes; encode what is not allowed in a query.
+            var out = ""
+            for byte in text.utf8 {
+                switch byte {
+                case 0x21...0x7E where byte != 0x23 && byte != 0x26 && byte != 0x3D: out.unicodeScalars.append(Unicode.Scalar(byte))
+                default: out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+                }
+            }
+            return out
+        }
+        return "?" + query.map { argument in
+            encode(argument.name) + (argument.value.map { "=" + encode($0) } ?? "")
+        }.joined(separator: "&")
+    }
+
+    /// The path and query, for the log.
+    var target: String { path + queryString }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
+    }
+}
