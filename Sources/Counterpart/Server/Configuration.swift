@@ -42,6 +42,8 @@ public struct Configuration: Sendable {
     public var maxDrainBytes: UInt64
     /// One line per request on stderr.
     public var accessLog: Bool
+    /// The access log's lines: text, or one JSON object per line.
+    public var accessLogFormat: AccessLogFormat
     /// Faults injected into every request (a request's own fault spec overrides them).
     public var faults: FaultSpec
     /// Requests the journal keeps (the oldest go first); 0 keeps none.
@@ -80,6 +82,7 @@ public struct Configuration: Sendable {
         connectionMemoryBytes: Int = 64 * 1024,
         maxDrainBytes: UInt64 = 64 << 20,
         accessLog: Bool = false,
+        accessLogFormat: AccessLogFormat = .text,
         faults: FaultSpec = FaultSpec(),
         journalCapacity: Int = defaultJournalCapacity,
         journalMaxBytes: Int = 16 << 20,
@@ -104,6 +107,7 @@ public struct Configuration: Sendable {
         self.connectionMemoryBytes = connectionMemoryBytes
         self.maxDrainBytes = maxDrainBytes
         self.accessLog = accessLog
+        self.accessLogFormat = accessLogFormat
         self.faults = faults
         self.journalCapacity = journalCapacity
         self.journalMaxBytes = journalMaxBytes

@@ -70,7 +70,8 @@ public final class CounterpartServer: Sendable {
             serverFaults: configuration.faults,
             cors: configuration.corsOrigin.map(CORS.init),
             journal: journal,
-            accessLog: configuration.accessLog)
+            accessLog: configuration.accessLog,
+            accessLogFormat: configuration.accessLogFormat)
         daemon = try MicroHTTPDDaemon(options: .init(
             host: configuration.host, port: configuration.port, threads: configuration.threads,
             connectionTimeout: configuration.connectionTimeout, connectionMemoryLimit: configuration.connectionMemoryBytes,

@@ -18,6 +18,7 @@ struct Router: RequestHandler {
     let cors: CORS?
     let journal: RequestJournal
     let accessLog: Bool
+    var accessLogFormat: AccessLogFormat = .text
 
     func handle(_ head: RequestHead) -> RequestAction {
         let path = RequestPath(head.path)
@@ -72,10 +73,7 @@ struct Router: RequestHandler {
             journal.record(request)
         }
         guard accessLog else { return }
-        let duration = String(Int((request.seconds * 1000).rounded())) + "ms"
-        var line = "\(head.clientAddress) \(head.method) \(head.target) \(request.status) \(request.bodyBytes) \(duration)"
-        if !request.completed { line += " (not completed: the connection ended early)" }
-        line += "\n"
+        let line = accessLogFormat.line(for: request)
         // One write per line keeps lines from concurrent requests whole.
         _ = line.withCString { write(2, $0, strlen($0)) }
     }
