@@ -19,7 +19,8 @@ let package = Package(
         // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
         .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux"]),
         .executableTarget(name: "counterpart", dependencies: ["Counterpart"]),
-        // The seeds' clients (../shared/seeds) on URLSession, as a library the tests run
+        // The seeds' clients (the Objective-C iOS tutorials the project was built against) on
+        // URLSession, as a library the tests run
         // and as a command that runs them against a server.
         .target(name: "CounterpartExamples", dependencies: ["HTTPTransfer"]),
         .executableTarget(name: "counterpart-examples", dependencies: ["CounterpartExamples"]),
