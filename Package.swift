@@ -13,8 +13,10 @@ let package = Package(
     targets: [
         // The formats of file transfer over HTTP: pure Swift, no I/O, no C targets.
         .target(name: "HTTPTransfer"),
-        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-        .systemLibrary(name: "CGnuTLS", pkgConfig: "gnutls", providers: [.apt(["libgnutls28-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
+        .systemLibrary(name: "CGnuTLS", pkgConfig: "gnutls", providers: [.apt(["libgnutls28-dev"]), .brew(["gnutls"])]),
+        // Linux-only calls (openat2, sync_file_range, POLLRDHUP); empty elsewhere. Only
+        // Support/Platform.swift uses it.
         .systemLibrary(name: "CLinux"),
         // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
         .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux"]),

@@ -22,7 +22,11 @@ enum HealthCheck {
 
     private static func statusLine(host: String, port: UInt16, seconds: Int) throws(HealthCheckError) -> String {
         var hints = addrinfo()
+        #if canImport(Glibc)
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+        hints.ai_socktype = SOCK_STREAM
+        #endif
         var found: UnsafeMutablePointer<addrinfo>?
         guard getaddrinfo(host, String(port), &hints, &found) == 0, let address = found else {
             throw HealthCheckError(reason: "cannot resolve the address")

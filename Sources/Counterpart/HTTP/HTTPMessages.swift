@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// A header field as sent or received.

@@ -1,5 +1,3 @@
-import Glibc
-
 /// One request's bytes appended to a resumable upload: written as they arrive, synced
 /// before the upload's offset moves, checked against a checksum when the client sent one
 /// (a chunk that does not match is cut off again). What happens once the bytes are in —
@@ -68,7 +66,7 @@ final class ResumableAppend: RequestBodyReceiver {
         checksum?.digest.update(chunk)
         var offset = 0
         while offset < chunk.count {
-            let count = Glibc.write(file.borrowed, chunk.baseAddress! + offset, chunk.count - offset)
+            let count = Platform.write(file.borrowed, chunk.baseAddress! + offset, chunk.count - offset)
             if count < 0 {
                 if errno == EINTR { continue }
                 let reason = "the server could not store the bytes: \(FileSystem.lastError())"

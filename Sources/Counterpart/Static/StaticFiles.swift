@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// Serves the files of one folder under a URL prefix: `GET` and `HEAD` with validators,
@@ -70,9 +69,9 @@ struct StaticFiles: Sendable {
         let length = UInt64(info.st_size)
         // Strong: a new inode, size or nanosecond modification time makes a new tag.
         let entityTag = EntityTag(String(info.st_ino, radix: 16) + "-" + String(length, radix: 16) + "-"
-            + String(info.st_mtim.tv_sec, radix: 16) + "." + String(info.st_mtim.tv_nsec, radix: 16))!
+            + String(Platform.modificationTime(info).tv_sec, radix: 16) + "." + String(Platform.modificationTime(info).tv_nsec, radix: 16))!
         let representation = Representation(
-            length: length, entityTag: entityTag, lastModified: HTTPDate(secondsSince1970: Int64(info.st_mtim.tv_sec)),
+            length: length, entityTag: entityTag, lastModified: HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec)),
             contentType: ContentTypes.forName(name), name: name, source: file, file: file)
         return RepresentationResponder(head: head, representation: representation, extraHeaders: fileHeaders,
                                        rangePolicy: rangePolicy).respond()

@@ -1,5 +1,3 @@
-import CLinux
-import Glibc
 import Synchronization
 
 /// The uploads folder: files are written under a temporary name (hidden: it starts with
@@ -127,7 +125,7 @@ final class UploadSink {
         }
         var offset = 0
         while offset < bytes.count {
-            let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            let written = Platform.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 throw StoreError(operation: "write \(bytes.count) bytes", code: errno)
@@ -139,7 +137,7 @@ final class UploadSink {
         if size - flushedTo >= Self.writeBackInterval {
             // Start writing the bytes out now (without waiting), so that the fsync at
             // the end has little left to do instead of the whole file.
-            _ = cp_start_write_back(descriptor, Int64(flushedTo), Int64(size - flushedTo))
+            Platform.startWriteBack(descriptor, offset: Int64(flushedTo), count: Int64(size - flushedTo))
             flushedTo = size
         }
     }
@@ -157,7 +155,7 @@ final class UploadSink {
     func close() throws {
         guard descriptor >= 0 else { return }
         if fsync(descriptor) != 0 { throw StoreError(operation: "sync the upload to disk", code: errno) }
-        let result = Glibc.close(descriptor)
+        let result = Platform.close(descriptor)
         descriptor = -1
         if result != 0 { throw StoreError(operation: "close the temporary file", code: errno) }
     }
@@ -165,7 +163,7 @@ final class UploadSink {
     /// Closes and deletes the temporary file.
     func discard() {
         hasher.cancel()
-        if descriptor >= 0 { Glibc.close(descriptor) }
+        if descriptor >= 0 { Platform.close(descriptor) }
         descriptor = -1
         unlink(path)
     }
