@@ -151,5 +151,3 @@ func size(_ text: String, _ source: String, allowingZero: Bool = false) throws(U
     }
     return size
 }
-
-let positive = 1...Int(Int32.max)

@@ -1,6 +1,7 @@
 import Counterpart
 
 private let defaults = Configuration()
+private let positive = 1...Int(Int32.max)
 
 extension Flag {
     /// Every flag of the command, in the order the usage lists them. Adding a flag is adding
