@@ -3,7 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "Counterpart",
-    platforms: [.macOS(.v13)],
+    // macOS 15: the server's locks are the standard library's Mutex (Synchronization).
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "HTTPTransfer", targets: ["HTTPTransfer"]),
         .library(name: "Counterpart", targets: ["Counterpart"]),
