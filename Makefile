@@ -7,8 +7,10 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
 HTTP_FUZZ_SECONDS ?= 60
 HTTP_FUZZ_SMOKE_SECONDS ?= 20
+# Run a second time with the portable fallbacks of Support/Platform.swift (what macOS runs).
+PORTABLE_SUITES := PlatformTests|StaticFileTests|StaticFileReviewTests|RangeRequestTests|DownloadDispositionTests|ListingTests|BadInputCorpusPathTests|BadInputCorpusChangingFileTests|UploadTests|UploadErrorTests|UploadReviewTests
 
-.PHONY: setup build run test bench stress fuzz fuzz-smoke http-fuzz clean
+.PHONY: setup build run test bench stress fuzz fuzz-smoke http-fuzz container-test dist dist-check clean
 
 setup:
 	@scripts/setup
@@ -26,6 +28,7 @@ test:
 	@scripts/setup chromium wrk strace
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --parallel
+	COUNTERPART_PORTABLE_FALLBACKS=1 $(SWIFT) test --skip-build --parallel --filter '$(PORTABLE_SUITES)'
 	scripts/stress --binary .build/debug/counterpart --quick $(if $(CI),--require-root)
 	scripts/http-fuzz $(HTTP_FUZZ_SMOKE_SECONDS) --binary .build/debug/counterpart --no-build
 	$(MAKE) --no-print-directory fuzz-smoke
@@ -66,6 +69,19 @@ fuzz-smoke: setup
 # (see scripts/http-fuzz). `make test` runs 20 s of it on the debug build. make http-fuzz HTTP_FUZZ_SECONDS=1800
 http-fuzz: setup
 	scripts/http-fuzz $(HTTP_FUZZ_SECONDS)
+
+# The container image built from Containerfile with podman and checked the way a user runs
+# it (root; local stand-ins for the base images, see scripts/container-test).
+container-test:
+	scripts/container-test
+
+# The ready binary: .build/dist/counterpart-linux-<arch>.tar.gz (see scripts/dist);
+# dist-check tries it in a Debian root without Swift (root; see scripts/dist-check).
+dist:
+	scripts/dist
+
+dist-check: dist
+	scripts/dist-check
 
 clean:
 	rm -rf .build

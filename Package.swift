@@ -3,7 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "Counterpart",
-    platforms: [.macOS(.v13)],
+    // macOS 15: the server's locks are the standard library's Mutex (Synchronization).
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "HTTPTransfer", targets: ["HTTPTransfer"]),
         .library(name: "Counterpart", targets: ["Counterpart"]),
@@ -13,14 +14,17 @@ let package = Package(
     targets: [
         // The formats of file transfer over HTTP: pure Swift, no I/O, no C targets.
         .target(name: "HTTPTransfer"),
-        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-        .systemLibrary(name: "CGnuTLS", pkgConfig: "gnutls", providers: [.apt(["libgnutls28-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]),
+        .systemLibrary(name: "CGnuTLS", pkgConfig: "gnutls", providers: [.apt(["libgnutls28-dev"]), .brew(["gnutls"])]),
+        // Linux-only calls (openat2, sync_file_range, POLLRDHUP); empty elsewhere. Only
+        // Support/Platform.swift uses it.
         .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CCrypt", pkgConfig: "libxcrypt", providers: [.apt(["libcrypt-dev"])]),
         // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
         .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux", "CCrypt"]),
         .executableTarget(name: "counterpart", dependencies: ["Counterpart"]),
-        // The seeds' clients (../shared/seeds) on URLSession, as a library the tests run
+        // The seeds' clients (the Objective-C iOS tutorials the project was built against) on
+        // URLSession, as a library the tests run
         // and as a command that runs them against a server.
         .target(name: "CounterpartExamples", dependencies: ["HTTPTransfer"]),
         .executableTarget(name: "counterpart-examples", dependencies: ["CounterpartExamples"]),

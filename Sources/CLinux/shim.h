@@ -1,7 +1,9 @@
 // Linux calls Swift's Glibc module does not give: system calls glibc 2.36 has no wrapper
 // for (Swift cannot call the variadic syscall()) and GNU extensions.
+// Only Counterpart's Support/Platform.swift uses it, and only on Linux; elsewhere it is empty.
 #ifndef COUNTERPART_CLINUX_SHIM_H
 #define COUNTERPART_CLINUX_SHIM_H
+#ifdef __linux__
 
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -36,4 +38,5 @@ static inline int cp_peer_has_closed(int socket) {
     return (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
+#endif
 #endif

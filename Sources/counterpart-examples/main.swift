@@ -1,5 +1,6 @@
-// counterpart-examples BASE_URL <example> [args]: the seeds' clients (../shared/seeds) run
-// against a Counterpart server, saying what they do.
+// counterpart-examples BASE_URL <example> [args]: the seeds' clients (the Objective-C iOS
+// tutorials the project was built against, redone on URLSession) run against a Counterpart
+// server, saying what they do.
 import CounterpartExamples
 import Foundation
 

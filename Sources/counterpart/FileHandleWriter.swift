@@ -1,4 +1,10 @@
+#if canImport(Glibc)
 import Glibc
+private let systemWrite = Glibc.write
+#elseif canImport(Darwin)
+import Darwin
+private let systemWrite = Darwin.write
+#endif
 
 /// Writes to stdout and stderr without Foundation's buffered handles: one write per call,
 /// so a line is never split or held back.
@@ -9,7 +15,7 @@ enum FileHandleWriter {
     private static func write(_ descriptor: Int32, _ text: String) {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            let written = bytes.withUnsafeBytes { systemWrite(descriptor, $0.baseAddress, $0.count) }
             if written < 0 { if errno == EINTR { continue } else { return } }
             bytes = bytes.dropFirst(written)
         }

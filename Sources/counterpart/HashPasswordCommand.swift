@@ -16,7 +16,7 @@ func hashPassword(_ arguments: [String]) -> Never {
             guard let text = rest.popFirst(), let value = Int(text), (0...31).contains(value) else { fail("--cost needs a number from 0 to 31") }
             cost = value
         case "--help", "-h":
-            FileHandleWriter.standardOutput(usage)
+            FileHandleWriter.standardOutput(Flag.usage)
             exit(0)
         default:
             if argument.hasPrefix("-") { fail("hash-password: unknown flag \(argument)") }

@@ -1,5 +1,3 @@
-import Glibc
-
 /// `/__counterpart/...`: the server's own endpoints for the tests that use it — health,
 /// the request journal, clearing the uploads, fault rules. Those that change state answer
 /// only loopback clients unless the server allows remote control.

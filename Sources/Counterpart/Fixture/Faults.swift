@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// Applies a `FaultSpec` to one exchange: the response it sends, or the body it reads.

@@ -33,14 +33,14 @@ struct TouchEndpoint: Sendable {
         // whole seconds, and it must change too.
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        if now.tv_sec <= info.st_mtim.tv_sec { now = timespec(tv_sec: info.st_mtim.tv_sec + 1, tv_nsec: 0) }
+        if now.tv_sec <= Platform.modificationTime(info).tv_sec { now = timespec(tv_sec: Platform.modificationTime(info).tv_sec + 1, tv_nsec: 0) }
         var times = [now, now]  // access and modification
         guard futimens(file.borrowed, &times) == 0, fstat(file.borrowed, &info) == 0 else {
             return Response.error(500, "cannot change the modification time of \(target): \(FileSystem.lastError())")
         }
         return Response.json(200, .object([
             ("etag", .string(StaticFiles.entityTag(of: info).description)),
-            ("lastModified", .string(HTTPDate(secondsSince1970: Int64(info.st_mtim.tv_sec)).description)),
+            ("lastModified", .string(HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec)).description)),
         ]))
     }
 

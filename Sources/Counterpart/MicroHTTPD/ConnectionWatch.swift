@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 /// The connections open now: how many each client address holds (for the per-client

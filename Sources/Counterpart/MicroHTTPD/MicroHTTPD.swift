@@ -1,9 +1,7 @@
-import CLinux
 import CGnuTLS
 import CMicroHTTPD
 import Dispatch
 import Foundation
-import Glibc
 import HTTPTransfer
 import Synchronization
 
@@ -262,7 +260,7 @@ private final class Pauses: Sendable {
 
     /// The client has shut its side down or the socket has failed: it has gone (also when
     /// bytes it sent are still unread, as a stalled upload's rest).
-    private static func peerClosed(_ socket: Int32) -> Bool { cp_peer_has_closed(socket) != 0 }
+    private static func peerClosed(_ socket: Int32) -> Bool { Platform.peerHasClosed(socket) }
 
     private func schedule(after duration: Duration, _ work: @escaping @Sendable () -> Void) {
         let (seconds, attoseconds) = duration.components
@@ -473,7 +471,7 @@ private func sendInterim(_ response: InformationalResponse, on connection: Opaqu
     let socket = cp_connection_fd(connection)
     var sent = 0
     while sent < bytes.count {
-        let count = bytes[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let count = bytes[sent...].withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Platform.sendFlags) }
         if count < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
             guard waitWritable(socket) else { return false }
             continue

@@ -1,5 +1,3 @@
-import Glibc
-
 /// An IPv4 or IPv6 socket address to listen on.
 struct SocketAddress {
     private var storage = sockaddr_storage()
@@ -9,7 +7,7 @@ struct SocketAddress {
     init(host: String, port: UInt16) throws(CounterpartServer.StartError) {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_socktype = Platform.streamSocketType
         hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
         var result: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &result)

@@ -1,5 +1,3 @@
-import Glibc
-
 /// One request's bytes appended to a resumable upload: written as they arrive, synced
 /// before the upload's offset moves, checked against a checksum when the client sent one
 /// (a chunk that does not match is cut off again). What happens once the bytes are in —

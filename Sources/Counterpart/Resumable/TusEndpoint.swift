@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// tus 1.0.0 at `/files/` (https://tus.io/protocols/resumable-upload): the core protocol

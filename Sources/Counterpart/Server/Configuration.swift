@@ -42,6 +42,8 @@ public struct Configuration: Sendable {
     public var maxDrainBytes: UInt64
     /// One line per request on stderr.
     public var accessLog: Bool
+    /// The access log's lines: text, or one JSON object per line.
+    public var accessLogFormat: AccessLogFormat
     /// Faults injected into every request (a request's own fault spec overrides them).
     public var faults: FaultSpec
     /// Fault rules armed from the start (`--fault-rule`), tried in this order.
@@ -87,6 +89,7 @@ public struct Configuration: Sendable {
         connectionMemoryBytes: Int = 64 * 1024,
         maxDrainBytes: UInt64 = 64 << 20,
         accessLog: Bool = false,
+        accessLogFormat: AccessLogFormat = .text,
         faults: FaultSpec = FaultSpec(),
         faultRules: [FaultRule] = [],
         journalCapacity: Int = defaultJournalCapacity,
@@ -114,6 +117,7 @@ public struct Configuration: Sendable {
         self.connectionMemoryBytes = connectionMemoryBytes
         self.maxDrainBytes = maxDrainBytes
         self.accessLog = accessLog
+        self.accessLogFormat = accessLogFormat
         self.faults = faults
         self.faultRules = faultRules
         self.journalCapacity = journalCapacity

@@ -77,7 +77,8 @@ public final class CounterpartServer: Sendable {
             journal: journal,
             accessLog: configuration.accessLog,
             gate: AuthGate(accessControl: configuration.accessControl, allowsRemoteControl: configuration.allowsRemoteControl,
-                           ownerOfUpload: { [resumable] id in (try? resumable.upload(id)).map(\.owner) }, failures: FailureLog()))
+                           ownerOfUpload: { [resumable] id in (try? resumable.upload(id)).map(\.owner) }, failures: FailureLog()),
+            accessLogFormat: configuration.accessLogFormat)
         daemon = try MicroHTTPDDaemon(options: .init(
             host: configuration.host, port: configuration.port, threads: configuration.threads,
             connectionTimeout: configuration.connectionTimeout, connectionMemoryLimit: configuration.connectionMemoryBytes,

@@ -16,6 +16,7 @@ struct Router: RequestHandler {
     let journal: RequestJournal
     let accessLog: Bool
     let gate: AuthGate
+    var accessLogFormat: AccessLogFormat = .text
 
     func handle(_ head: inout RequestHead) -> RequestAction {
         let path = head.decodedPath
@@ -76,10 +77,7 @@ struct Router: RequestHandler {
         // Refused credentials are summed up by the gate's failure log, at most a line a
         // second: a brute-force run must not write a line per guess.
         guard accessLog, !(request.status == 401 && gate.accessControl != nil) else { return }
-        let duration = String(Int((request.seconds * 1000).rounded())) + "ms"
-        var line = "\(head.clientAddress) \(head.method) \(head.target) \(request.status) \(request.bodyBytes) \(duration)"
-        if !request.completed { line += " (not completed: the connection ended early)" }
-        line += "\n"
+        var line = accessLogFormat.line(for: request)
         // One write per line keeps lines from concurrent requests whole.
         try? line.withUTF8 { try POSIX.writeAll(2, UnsafeRawBufferPointer($0)) }
     }

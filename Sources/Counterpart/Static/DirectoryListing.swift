@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// A folder's contents as an HTML page (browsers) or JSON (`Accept: application/json`),
@@ -53,7 +52,7 @@ struct DirectoryListing {
             }
             let isFolder = info.st_mode & S_IFMT == S_IFDIR
             guard isFolder || info.st_mode & S_IFMT == S_IFREG else { continue }
-            entries.append(Entry(name: name, isFolder: isFolder, size: isFolder ? 0 : UInt64(info.st_size), modified: info.st_mtim))
+            entries.append(Entry(name: name, isFolder: isFolder, size: isFolder ? 0 : UInt64(info.st_size), modified: Platform.modificationTime(info)))
         }
         return entries
     }

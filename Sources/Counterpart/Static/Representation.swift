@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// Random access to the bytes of something served.

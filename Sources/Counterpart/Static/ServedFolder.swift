@@ -1,20 +1,17 @@
-import CLinux
-import Glibc
-
-/// A folder opened once, whose files are opened only beneath it: the kernel resolves
-/// each path (symlinks included) and refuses one that would leave the folder, in one
-/// `openat2` call, with no window between checking and opening.
+/// A folder opened once, whose files are opened only beneath it: each path (symlinks
+/// included) is resolved beneath the folder and one that would leave it is refused, with no
+/// window between checking and opening (`Platform.openBeneath`: one `openat2` call on Linux).
 final class ServedFolder: Sendable {
     let path: String
     private let descriptor: Int32
 
     init(path: String) throws(CounterpartServer.StartError) {
         let resolved = try FileSystem.realPath(path)
-        let descriptor = Glibc.open(resolved, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let descriptor = Platform.open(resolved, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw .unusableFolder(path: path, reason: FileSystem.lastError())
         }
-        let probe = cp_open_beneath(descriptor, ".", O_RDONLY | O_CLOEXEC)
+        let probe = Platform.openBeneath(descriptor, ".", flags: O_RDONLY | O_CLOEXEC)
         guard probe >= 0 else {
             let reason = errno == ENOSYS ? "Counterpart needs Linux 5.6 or later (openat2)" : FileSystem.lastError()
             close(descriptor)
@@ -33,6 +30,6 @@ final class ServedFolder: Sendable {
     /// -1 with errno set otherwise (EXDEV or ELOOP for a path that would leave it).
     /// Non-blocking, so that a FIFO cannot hold a thread; regular files ignore the flag.
     func open(_ relativePath: String) -> Int32 {
-        cp_open_beneath(descriptor, relativePath, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        Platform.openBeneath(descriptor, relativePath, flags: O_RDONLY | O_CLOEXEC | O_NONBLOCK)
     }
 }

@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// Serves the files of one folder under a URL prefix: `GET` and `HEAD` with validators,
@@ -69,13 +68,13 @@ struct StaticFiles: Sendable {
     /// A file's ETag. Strong: a new inode, size or nanosecond modification time makes a new tag.
     static func entityTag(of info: stat) -> EntityTag {
         EntityTag(String(info.st_ino, radix: 16) + "-" + String(UInt64(info.st_size), radix: 16) + "-"
-            + String(info.st_mtim.tv_sec, radix: 16) + "." + String(info.st_mtim.tv_nsec, radix: 16))!
+            + String(Platform.modificationTime(info).tv_sec, radix: 16) + "." + String(Platform.modificationTime(info).tv_nsec, radix: 16))!
     }
 
     private func respondWithFile(head: RequestHead, file: OpenFile, info: stat, name: String) -> Response {
         let length = UInt64(info.st_size)
         let representation = Representation(
-            length: length, entityTag: Self.entityTag(of: info), lastModified: HTTPDate(secondsSince1970: Int64(info.st_mtim.tv_sec)),
+            length: length, entityTag: Self.entityTag(of: info), lastModified: HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec)),
             contentType: ContentTypes.forName(name), name: name, source: file)
         return RepresentationResponder(head: head, representation: representation, extraHeaders: fileHeaders,
                                        rangePolicy: rangePolicy).respond()

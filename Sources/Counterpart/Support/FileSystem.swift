@@ -1,5 +1,3 @@
-import Glibc
-
 /// The few file-system operations the server needs, with errors that say what failed.
 enum FileSystem {
     /// `strerror(errno)`: what the last failed call says.

@@ -1,5 +1,4 @@
 import CGnuTLS
-import Glibc
 import HTTPTransfer
 
 /// A message digest through GnuTLS, which libmicrohttpd already links (and which uses the

@@ -1,6 +1,3 @@
-import CLinux
-import Glibc
-
 /// How hard the server works to keep what it stored across a crash or a power cut: the one
 /// owner of every fsync and write-back the uploads make.
 public enum SyncMode: String, Sendable, CaseIterable {
@@ -24,6 +21,6 @@ public enum SyncMode: String, Sendable, CaseIterable {
     /// Starts writing `count` bytes from `offset` out, without waiting for them.
     func startWriteBack(_ descriptor: Int32, offset: UInt64, count: UInt64) {
         guard self == .full else { return }
-        _ = cp_start_write_back(descriptor, Int64(offset), Int64(count))
+        Platform.startWriteBack(descriptor, offset: Int64(offset), count: Int64(count))
     }
 }

@@ -1,5 +1,4 @@
 import CGnuTLS
-import Glibc
 
 /// Why a throwaway certificate could not be made: which GnuTLS call failed and why.
 struct CertificateError: Error, CustomStringConvertible {

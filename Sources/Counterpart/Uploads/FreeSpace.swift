@@ -1,5 +1,3 @@
-import Glibc
-
 /// The free space kept on the filesystem of the uploads folder: a write that would leave
 /// less gets `507 Insufficient Storage` and stores nothing, so that a test run that
 /// uploads too much fills neither the disk nor the uploads folder with half files.

@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// `POST /upload`: `multipart/form-data` parsed as it arrives, files streamed to the

@@ -1,5 +1,3 @@
-import CLinux
-import Glibc
 import Synchronization
 
 /// The uploads folder: files are written under a temporary name (hidden: it starts with
@@ -131,7 +129,7 @@ final class UploadSink {
         }
         var offset = 0
         while offset < bytes.count {
-            let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            let written = Platform.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 throw StoreError(operation: "write \(bytes.count) bytes", code: errno)
@@ -161,7 +159,7 @@ final class UploadSink {
     func close() throws {
         guard descriptor >= 0 else { return }
         if !sync.syncFile(descriptor) { throw StoreError(operation: "sync the upload to disk", code: errno) }
-        let result = Glibc.close(descriptor)
+        let result = Platform.close(descriptor)
         descriptor = -1
         if result != 0 { throw StoreError(operation: "close the temporary file", code: errno) }
     }
@@ -169,7 +167,7 @@ final class UploadSink {
     /// Closes and deletes the temporary file.
     func discard() {
         hasher.cancel()
-        if descriptor >= 0 { Glibc.close(descriptor) }
+        if descriptor >= 0 { Platform.close(descriptor) }
         descriptor = -1
         unlink(path)
     }

@@ -5,8 +5,8 @@ import FoundationNetworking
 #endif
 import Testing
 
-/// What each client in ../shared/seeds does, translated from Objective-C to URLSession,
-/// against a real server. A seed's quirks are kept where they are the client's real
+/// What each seed client (the Objective-C iOS tutorials the project was built against) does,
+/// translated to URLSession, against a real server. A seed's quirks are kept where they are the client's real
 /// behaviour (LF line ends, "Bytes=" ranges, no final CRLF), and fixed where the seed's
 /// code could not compile (typos), with the typo's own outcome tested as well.
 @Suite("Seed clients")

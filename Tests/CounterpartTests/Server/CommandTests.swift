@@ -13,9 +13,12 @@ final class CommandRun {
     let output = Pipe()
     let errors = Pipe()
 
-    init(_ arguments: [String], in folder: URL? = nil) throws {
+    /// `environment` is added to this process's own, without any `COUNTERPART_` variables it has.
+    init(_ arguments: [String], in folder: URL? = nil, environment: [String: String] = [:]) throws {
         process.executableURL = try counterpartExecutable()
         process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("COUNTERPART_") }
+            .merging(environment) { $1 }
         process.standardOutput = output
         process.standardError = errors
         if let folder { process.currentDirectoryURL = folder }
