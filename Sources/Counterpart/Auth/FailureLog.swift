@@ -1,4 +1,3 @@
-import Glibc
 import Synchronization
 
 /// Refused credentials, told on stderr at most once a second, each line counting the

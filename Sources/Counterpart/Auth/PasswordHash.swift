@@ -1,5 +1,4 @@
 import CCrypt
-import Glibc
 
 /// A password hash in the format of crypt(3), yescrypt (`$y$`) or bcrypt (`$2b$`, `$2y$`,
 /// `$2a$`), checked and made by the system's libxcrypt: Counterpart hashes nothing by hand.

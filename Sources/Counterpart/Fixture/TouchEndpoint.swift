@@ -1,4 +1,3 @@
-import Glibc
 import HTTPTransfer
 
 /// `POST /__counterpart/touch?path=/some/file`: gives a served file (under the root, or

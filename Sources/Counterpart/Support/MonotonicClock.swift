@@ -1,4 +1,3 @@
-import Glibc
 
 /// The clock the server measures time spans with: monotonic, so that a change of the
 /// wall clock never makes a request look longer or a throttle let more through.

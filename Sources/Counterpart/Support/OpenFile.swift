@@ -1,4 +1,3 @@
-import Glibc
 
 /// An open file descriptor with one owner: it is closed when the owner goes away, unless
 /// it was taken (by libmicrohttpd, which then closes it).

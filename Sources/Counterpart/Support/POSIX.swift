@@ -1,4 +1,3 @@
-import Glibc
 
 /// The system-call loops the server needs, written once. A signal may interrupt any of
 /// them (EINTR): that is retried, never taken for a failure. Any other failure is reported
