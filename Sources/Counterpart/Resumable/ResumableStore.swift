@@ -78,7 +78,11 @@ final class ResumableStore: Sendable {
     /// Held while an upload's state is saved (locks in this order: saving, uploads, writers).
     private let saving = Mutex(())
 
-    init(uploadsFolder: String, limits: ResumableLimits, freeSpace: FreeSpace) {
+    /// Whether offsets and states are synced before they count (`full`) or not (`none`).
+    let sync: SyncMode
+
+    init(uploadsFolder: String, limits: ResumableLimits, freeSpace: FreeSpace, sync: SyncMode = .full) {
+        self.sync = sync
         folder = uploadsFolder + "/" + Self.folderName
         self.limits = limits
         self.freeSpace = freeSpace
@@ -362,7 +366,7 @@ final class ResumableStore: Sendable {
 
     /// Makes what was written durable and moves the offset to it; extends the expiry.
     func commitWrite(_ id: String, file: Int32, offset: UInt64, releasing claim: WriteClaim? = nil) throws(Failure) -> Upload {
-        guard fsync(file) == 0 else { throw .io("cannot sync the upload's file: \(FileSystem.lastError())") }
+        guard sync.syncFile(file) else { throw .io("cannot sync the upload's file: \(FileSystem.lastError())") }
         let now = Int64(time(nil))
         return try update(id, releasing: claim) { upload in
             upload.offset = offset
@@ -402,10 +406,10 @@ final class ResumableStore: Sendable {
         let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw .io("cannot write the upload's state: \(FileSystem.lastError())") }
         let written = data.withUnsafeBytes { bytes in (try? Self.writeAll(file, bytes)) != nil }
-        let synced = fsync(file)
+        let synced = sync.syncFile(file)
         close(file)
-        guard written, synced == 0, rename(temporary, statePath(upload.id)) == 0,
-              FileSystem.syncFolder(folder) else {
+        guard written, synced, rename(temporary, statePath(upload.id)) == 0,
+              sync.syncFolder(folder) else {
             throw .io("cannot write the upload's state: \(FileSystem.lastError())")
         }
     }
