@@ -16,15 +16,11 @@ SHA-256. The last line on stdout is a JSON report; the exit status is 1 with
 import argparse
 import json
 import os
-import shutil
-import signal
-import sys
-import tempfile
 import time
 
 import websocket
 
-from drive import READ_RESULTS, Browser, Failure, check, check_tools, sha256_of
+from drive import READ_RESULTS, Failure, check, run_in_browser, sha256_of
 
 DEADLINE_SECONDS = 60
 
@@ -117,24 +113,8 @@ def main():
     parser.add_argument("--password", required=True)
     parser.add_argument("--file", required=True)
     arguments = parser.parse_args()
-    check_tools()
-    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure(f"over {DEADLINE_SECONDS} s")))
-    signal.alarm(DEADLINE_SECONDS)
-    profile = tempfile.mkdtemp(prefix="counterpart-chromium-")
-    browser = None
-    try:
-        browser = Browser(profile)
-        report = drive(browser, arguments.base.rstrip("/"), arguments.user, arguments.password,
-                       os.path.abspath(arguments.file))
-    except Failure as failure:
-        print(f"FAILED: {failure}", file=sys.stderr)
-        sys.exit(1)
-    finally:
-        signal.alarm(0)
-        if browser is not None:
-            browser.close()
-        shutil.rmtree(profile, ignore_errors=True)
-    print(json.dumps(report, ensure_ascii=False))
+    run_in_browser(lambda browser: drive(browser, arguments.base.rstrip("/"), arguments.user, arguments.password,
+                                         os.path.abspath(arguments.file)), DEADLINE_SECONDS)
 
 
 if __name__ == "__main__":

@@ -437,20 +437,28 @@ def main():
     arguments = parser.parse_args()
     os.makedirs(arguments.artifacts, exist_ok=True)
     os.makedirs(arguments.downloads, exist_ok=True)
+    failure_shot = os.path.join(arguments.artifacts, "failure.png")
+    run_in_browser(lambda browser: drive(browser, arguments.base.rstrip("/"), os.path.abspath(arguments.files),
+                                         arguments.artifacts, os.path.abspath(arguments.downloads)),
+                   DEADLINE_SECONDS, failure_shot)
+
+
+def run_in_browser(work, deadline_seconds, failure_shot=None):
+    """Runs work(browser) in a fresh headless Chromium within the deadline, prints its report
+    as JSON, or FAILED and exit 1 (with a screenshot at failure_shot when there is a page)."""
     check_tools()
-    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure(f"over {DEADLINE_SECONDS} s")))
-    signal.alarm(DEADLINE_SECONDS)
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure(f"over {deadline_seconds} s")))
+    signal.alarm(deadline_seconds)
     profile = tempfile.mkdtemp(prefix="counterpart-chromium-")
     browser = None
     try:
         browser = Browser(profile)
-        report = drive(browser, arguments.base.rstrip("/"), os.path.abspath(arguments.files), arguments.artifacts,
-                       os.path.abspath(arguments.downloads))
+        report = work(browser)
     except Failure as failure:
-        if browser is not None and browser.session:
+        if failure_shot and browser is not None and browser.session:
             try:
                 signal.alarm(0)
-                browser.screenshot(os.path.join(arguments.artifacts, "failure.png"))
+                browser.screenshot(failure_shot)
             except Exception:
                 pass
         print(f"FAILED: {failure}", file=sys.stderr)
