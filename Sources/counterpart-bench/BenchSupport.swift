@@ -369,6 +369,12 @@ enum MachineContext {
         return String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// One line with the load average, so that every section's figures name their load.
+    static func printLoadAverage(_ when: String) {
+        print("  load avg:  \(loadAverage()) \(when)")
+        flushOutput()
+    }
+
     static func loadAverage() -> String {
         guard let text = readTextFile("/proc/loadavg") else { return "unknown" }
         // "0.65 0.19 0.05 2/89 6367": 1, 5, 15 minutes, runnable/total tasks, last pid.

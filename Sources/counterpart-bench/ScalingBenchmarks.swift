@@ -30,12 +30,8 @@ extension ServerBench {
 
             Scaling: Counterpart --sync none --max-connections 2000, alone; median [min–max] of \(options.runs) run(s)
             """)
-        print("  load avg:  \(MachineContext.loadAverage()) at start")
-        flushOutput()
-        defer {
-            print("  load avg:  \(MachineContext.loadAverage()) at end")
-            flushOutput()
-        }
+        MachineContext.printLoadAverage("at start")
+        defer { MachineContext.printLoadAverage("at end") }
         guard ready, let fixture else { return }
         guard fixture.hasBigFile else {
             print("  SKIPPED: no \(formatBytes(fixture.bigSize)) file: \(fixture.bigSkipReason ?? "")")

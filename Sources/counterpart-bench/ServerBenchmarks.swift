@@ -484,12 +484,8 @@ final class ServerBench {
         guard options.wants(key: measure.key) else { return }
         let ready = prepare(options)
         print("\n\(title(measure, options: options))")
-        print("  load avg:  \(MachineContext.loadAverage()) at start")
-        flushOutput()
-        defer {
-            print("  load avg:  \(MachineContext.loadAverage()) at end")
-            flushOutput()
-        }
+        MachineContext.printLoadAverage("at start")
+        defer { MachineContext.printLoadAverage("at end") }
         guard ready, let fixture else { return }
         if let reason = skipReason(measure, fixture: fixture) {
             print("  SKIPPED: \(reason)")
@@ -647,12 +643,8 @@ final class ServerBench {
             Threading modes: Counterpart --threads \(Self.threadModes.map(String.init).joined(separator: ", ")) \
             (0: a thread per connection; N: N polling threads) beside nginx, all running at once; median [min–max] of \(options.runs) run(s)
             """)
-        print("  load avg:  \(MachineContext.loadAverage()) at start")
-        flushOutput()
-        defer {
-            print("  load avg:  \(MachineContext.loadAverage()) at end")
-            flushOutput()
-        }
+        MachineContext.printLoadAverage("at start")
+        defer { MachineContext.printLoadAverage("at end") }
         guard ready, let fixture else { return }
         let servers: [ServerUnderTest]
         do {
