@@ -96,6 +96,19 @@ enum Platform {
     /// libmicrohttpd then closes what is left; SO_LINGER 0 would not do, as libmicrohttpd
     /// shuts the socket down (a FIN) before it closes it. Elsewhere: SO_LINGER 0, so the
     /// close sends a RST, after that FIN.
+    /// Bytes written to the socket that have not left yet (Linux TIOCOUTQ, Darwin SO_NWRITE);
+    /// nil when it cannot tell.
+    static func unsentBytes(_ socket: Int32) -> Int? {
+        var unsent: Int32 = 0
+        #if os(Linux)
+        guard ioctl(socket, UInt(TIOCOUTQ), &unsent) == 0 else { return nil }
+        #else
+        var size = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(socket, SOL_SOCKET, SO_NWRITE, &unsent, &size) == 0 else { return nil }
+        #endif
+        return Int(unsent)
+    }
+
     static func resetConnection(_ socket: Int32) {
         #if os(Linux)
         var unspecified = sockaddr()
