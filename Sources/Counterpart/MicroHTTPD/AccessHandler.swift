@@ -12,7 +12,8 @@ import Synchronization
 /// time, so this is never touched concurrently.
 final class RequestState {
     var head: RequestHead
-    let started: timespec
+    /// When the head arrived, on the monotonic clock (seconds).
+    let started: Double
     let receivedAt = HTTPDate.now
     var receiver: (any RequestBodyReceiver)?
     /// A response decided on the head, queued when the request is complete.
@@ -26,9 +27,7 @@ final class RequestState {
 
     init(head: RequestHead) {
         self.head = head
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        started = now
+        started = MonotonicClock.seconds()
     }
 }
 
@@ -119,9 +118,7 @@ let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, requestC
     requestContext.pointee = nil
     let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
     if !state.answered { state.receiver?.abandon() }
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    let seconds = Double(now.tv_sec - state.started.tv_sec) + Double(now.tv_nsec - state.started.tv_nsec) / 1e9
+    let seconds = MonotonicClock.seconds() - state.started
     let completed = termination == MHD_RequestTerminationCode.REQUEST_TERMINATED_COMPLETED_OK
     dispatcher.handler.completed(CompletedRequest(
         head: state.head, receivedAt: state.receivedAt, status: state.status, requestBodyBytes: state.requestBodyBytes,

@@ -101,9 +101,7 @@ final class ConnectionWatch: Sendable {
 
     /// Milliseconds on the monotonic clock.
     static func now() -> Int {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return now.tv_sec * 1000 + now.tv_nsec / 1_000_000
+        Int(MonotonicClock.seconds() * 1000)
     }
 }
 

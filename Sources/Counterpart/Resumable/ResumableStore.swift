@@ -382,15 +382,11 @@ final class ResumableStore: Sendable {
     /// Writes all of `bytes` to `file`: a short write goes on where it stopped, an
     /// interrupted one is tried again, any other error is the failure (507 for a full disk).
     static func writeAll(_ file: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) {
-        var offset = 0
-        while offset < bytes.count {
-            let count = write(file, bytes.baseAddress! + offset, bytes.count - offset)
-            if count < 0 {
-                if errno == EINTR { continue }
-                let reason = "the server could not store the bytes: \(FileSystem.lastError())"
-                throw errno == ENOSPC || errno == EDQUOT ? .insufficientStorage(reason) : .io(reason)
-            }
-            offset += count
+        do {
+            try POSIX.writeAll(file, bytes)
+        } catch {
+            let reason = "the server could not store the bytes: \(error)"
+            throw error.code == ENOSPC || error.code == EDQUOT ? .insufficientStorage(reason) : .io(reason)
         }
     }
 

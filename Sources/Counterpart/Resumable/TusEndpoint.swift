@@ -235,8 +235,7 @@ struct TusEndpoint: Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
         defer { buffer.deallocate() }
         while true {
-            let count = read(source.borrowed, buffer.baseAddress, buffer.count)
-            if count < 0, errno == EINTR { continue }
+            let count = POSIX.retryingInterrupts { read(source.borrowed, buffer.baseAddress, buffer.count) }
             guard count >= 0 else { throw .io("the server could not read a part: \(FileSystem.lastError())") }
             if count == 0 { return }
             try ResumableStore.writeAll(destination, UnsafeRawBufferPointer(rebasing: buffer[0..<count]))

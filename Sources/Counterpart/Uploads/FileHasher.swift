@@ -122,8 +122,7 @@ private final class BackgroundHasher: @unchecked Sendable {
             condition.unlock()
             while position < target {
                 if cancelled.load(ordering: .relaxed) { return nil }
-                let count = pread(descriptor, buffer.baseAddress, min(Self.readSize, Int(target - position)), off_t(position))
-                if count < 0, errno == EINTR { continue }
+                let count = POSIX.retryingInterrupts { pread(descriptor, buffer.baseAddress, min(Self.readSize, Int(target - position)), off_t(position)) }
                 guard count > 0 else { return nil }
                 hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
                 position += UInt64(count)

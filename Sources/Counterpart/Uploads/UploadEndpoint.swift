@@ -69,8 +69,7 @@ struct UploadEndpoint: Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.processingChunkBytes, alignment: 8)
         defer { buffer.deallocate() }
         while true {
-            let count = read(file, buffer.baseAddress, buffer.count)
-            if count < 0, errno == EINTR { continue }
+            let count = POSIX.retryingInterrupts { read(file, buffer.baseAddress, buffer.count) }
             guard count >= 0 else {
                 receiver.abandon()
                 return (Response.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])

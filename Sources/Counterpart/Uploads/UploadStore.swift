@@ -127,14 +127,10 @@ final class UploadSink {
             try freeSpace.ensureRoom(for: UInt64(bytes.count))
             checkedSpaceAt = size
         }
-        var offset = 0
-        while offset < bytes.count {
-            let written = Platform.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw StoreError(operation: "write \(bytes.count) bytes", code: errno)
-            }
-            offset += written
+        do {
+            try POSIX.writeAll(descriptor, bytes)
+        } catch {
+            throw StoreError(operation: "write \(bytes.count) bytes", code: error.code)
         }
         size += UInt64(bytes.count)
         hasher.wrote(bytes, size: size)
