@@ -7,7 +7,7 @@ import HTTPTransfer
 import Testing
 
 // A corpus of hostile inputs, each sent over a real socket to a real server, each with
-// the status the README / CONTRACT documents (where they are silent: what nginx and
+// the status the README / docs/http-reference.md documents (where they are silent: what nginx and
 // RFC 9110/9112 do), and after each: nothing left in the uploads folder (no file, no
 // `.counterpart-*.part`) and the server still serving (a follow-up GET works).
 //
