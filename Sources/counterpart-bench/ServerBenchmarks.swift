@@ -421,7 +421,8 @@ final class ServerBench {
 
     /// Starts the servers of `specs` that are installed (a missing one is listed in
     /// `missing`); stops those started if one fails.
-    func startServers(_ specs: [ServerSpec], fixture: ServerFixture, counterpartExtra: [String] = [])
+    func startServers(_ specs: [ServerSpec], fixture: ServerFixture, counterpartExtra: [String] = [],
+                      mhdConnectionMemory: Int? = nil)
         throws -> (servers: [ServerUnderTest], missing: [String]) {
         var servers: [ServerUnderTest] = []
         var missing: [String] = []
@@ -445,7 +446,8 @@ final class ServerBench {
                     missing.append("\(label(spec)): not built (make bench compiles bench/peers/mhd_upload_server.c)")
                     continue
                 }
-                servers.append(try ServerUnderTest.startMHD(binary: mhd, root: fixture.root, folder: folder))
+                servers.append(try ServerUnderTest.startMHD(binary: mhd, root: fixture.root, folder: folder,
+                                                            connectionMemory: mhdConnectionMemory))
             }
         }
         // The servers must serve the same bytes, whole and in ranges.
@@ -493,7 +495,10 @@ final class ServerBench {
         }
         let servers: [ServerUnderTest]
         do {
-            let started = try startServers(measure.lineup, fixture: fixture)
+            // The C peer as each kind of server would run: tuned for large bodies on the upload
+            // row, libmicrohttpd's default elsewhere (it zeroes that memory before every request).
+            let started = try startServers(measure.lineup, fixture: fixture,
+                                           mhdConnectionMemory: measure == .upload ? 256 << 10 : nil)
             servers = started.servers
             for missing in started.missing { print("  not measured: \(missing)") }
         } catch {

@@ -123,11 +123,14 @@ final class ServerUnderTest {
     }
 
     /// Starts the C libmicrohttpd peer (2 threads, like the machine's cores) on `root` and
-    /// FOLDER/uploads.
-    static func startMHD(binary: String, root: String, folder: String) throws -> ServerUnderTest {
+    /// FOLDER/uploads, with `connectionMemory` bytes per connection (nil: libmicrohttpd's
+    /// default, 32 KiB, what a static server would run with).
+    static func startMHD(binary: String, root: String, folder: String, connectionMemory: Int? = nil) throws -> ServerUnderTest {
         let uploads = folder + "/uploads"
         return try startListening(
-            spec: .mhd, binary: binary, arguments: ["--port", "0", "--root", root, "--uploads", uploads, "--threads", "2"],
+            spec: .mhd, binary: binary,
+            arguments: ["--port", "0", "--root", root, "--uploads", uploads, "--threads", "2"]
+                + (connectionMemory.map { ["--connection-memory", String($0)] } ?? []),
             label: "C libmicrohttpd + MHD_PostProcessor", folder: folder, storeFolder: uploads, note: nil)
     }
 
