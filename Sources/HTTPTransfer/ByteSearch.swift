@@ -131,7 +131,7 @@ package enum ASCII {
     package static func trimmed<S: StringProtocol>(_ text: S) -> S.SubSequence {
         let start = text.firstIndex { $0 != " " && $0 != "\t" } ?? text.endIndex
         let end = text.lastIndex { $0 != " " && $0 != "\t" }.map { text.index(after: $0) } ?? start
-        return text[start..<max(start, end)]
+        return text[start..<end]
     }
 
     /// A field value that is `1*DIGIT`, as a number: nil for a sign, spaces or anything

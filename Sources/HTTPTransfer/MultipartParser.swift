@@ -157,8 +157,7 @@ public struct MultipartParser {
         case .epilogue:
             return
         case .preamble:
-            let line = firstBytes.prefix { $0 != ASCII.cr && $0 != ASCII.lf }
-            error = failure(.noDelimiter(firstLine: headerText(line)), offset: bytesConsumed)
+            error = failure(.noDelimiter(firstLine: firstLine), offset: bytesConsumed)
         case .afterDelimiter:
             error = failure(.truncated(.delimiterLine), offset: bytesConsumed)
         case .headers:
@@ -300,7 +299,12 @@ public struct MultipartParser {
         let isBlank = preamble <= firstBytes.count
             && firstBytes.prefix(preamble).allSatisfy { ASCII.isWhitespace($0) || $0 == ASCII.cr || $0 == ASCII.lf }
         guard !isBlank else { return nil }
-        return headerText(firstBytes.prefix { $0 != ASCII.cr && $0 != ASCII.lf })
+        return firstLine
+    }
+
+    /// The body's first line as text (for errors that name what the body starts with).
+    private var firstLine: String {
+        headerText(firstBytes.prefix { $0 != ASCII.cr && $0 != ASCII.lf })
     }
 
     /// The bytes matched as a delimiter were content: give them back as data.

@@ -12,9 +12,7 @@ enum AccessPolicy {
     static func requirement(for head: RequestHead, path: RequestPath) -> Requirement {
         // A browser sends a preflight without credentials (Fetch standard, "CORS-preflight
         // request"); the real request that follows carries them and is checked then.
-        if head.method == "OPTIONS", head.header("Origin") != nil, head.header("Access-Control-Request-Method") != nil {
-            return Requirement(right: nil)
-        }
+        if head.isCORSPreflight { return Requirement(right: nil) }
         guard case .segments(let segments) = path, let first = segments.first else { return Requirement(right: .read) }
         switch first {
         case ControlEndpoint.prefix:

@@ -25,9 +25,9 @@ final class FailureLog: Sendable {
         }
         guard let count else { return }
         let who = name.map { "user \"\(Self.printable($0))\" from \(client)" } ?? "from \(client)"
-        let line = "counterpart: \(count) refused credential\(count == 1 ? "" : "s") since the last report (the latest \(who))\n"
+        var line = "counterpart: \(count) refused credential\(count == 1 ? "" : "s") since the last report (the latest \(who))\n"
         // One write per line keeps lines from concurrent requests whole.
-        _ = line.withCString { write(2, $0, strlen($0)) }
+        try? line.withUTF8 { try POSIX.writeAll(2, UnsafeRawBufferPointer($0)) }
     }
 
     /// A name a client sent, safe for a log line: at most 64 characters, control

@@ -6,7 +6,7 @@ enum Faults {
     /// What the faults of a request come to: the server's (`--fault`), overridden by the
     /// first armed rule that counts it, overridden by the `Counterpart-Fault` header,
     /// overridden by query arguments. `path` is the decoded path rules match.
-    static func decide(for head: RequestHead, path: String, server: ServerFaults) throws(FaultSpecError) -> FaultDecision {
+    static func decide(for head: RequestHead, path: @autoclosure () -> String, server: ServerFaults) throws(FaultSpecError) -> FaultDecision {
         // The request's own faults first: an invalid one gets 400 and no rule counts it.
         var header: FaultSpec?
         if let text = head.header("Counterpart-Fault") { header = try FaultSpec(parsing: text) }
@@ -14,7 +14,7 @@ enum Faults {
         // Each source makes its own draws (fail, jitter), in its own sequence.
         let serverWide = server.serverWide
         var decision = FaultDecision(spec: serverWide.draws ? serverWide.resolved(draw: server.nextServerWideDraw()) : serverWide, rule: nil)
-        if let count = server.count(method: head.method, path: path), let fault = count.fault {
+        if let count = server.count(method: head.method, path: path()), let fault = count.fault {
             decision.spec = decision.spec.overridden(by: fault.resolved(draw: count.draw))
             decision.rule = count.rule
         }

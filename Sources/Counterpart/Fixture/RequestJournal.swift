@@ -176,8 +176,7 @@ extension RequestJournal.Entry {
     fileprivate init(_ kept: RequestJournal.Kept) {
         let request = kept.request
         let head = request.head
-        let path: String
-        if case .segments(let segments) = RequestPath(head.path) { path = "/" + segments.joined(separator: "/") } else { path = head.path }
+        let path = head.decodedPath.decoded ?? head.path
         self.init(
             sequence: kept.sequence, method: head.method, target: head.target, path: path,
             // Secrets (credentials, cookies) never leave through the journal.

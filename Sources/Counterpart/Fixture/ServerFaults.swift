@@ -95,8 +95,10 @@ public final class ServerFaults: Sendable {
     public var rules: [Armed] { armed.withLock { $0.rules } }
 
     /// Counts a request against the rules: the first that matches and has faults left counts it.
-    func count(method: String, path: String) -> Count? {
+    /// `path` (the decoded path, a new string) is made only when some rule is armed.
+    func count(method: String, path makePath: @autoclosure () -> String) -> Count? {
         guard armedCount.load(ordering: .acquiring) > 0 else { return nil }
+        let path = makePath()
         return armed.withLock { state in
             guard let index = state.rules.firstIndex(where: { $0.hasFaultsLeft && $0.rule.matches(method: method, path: path) }) else {
                 return nil

@@ -53,6 +53,12 @@ struct RequestHead: Sendable {
         return target
     }
 
+    /// A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method`
+    /// (Fetch standard, "CORS-preflight request").
+    var isCORSPreflight: Bool {
+        method == "OPTIONS" && header("Origin") != nil && header("Access-Control-Request-Method") != nil
+    }
+
     /// The `Content-Length`, when the request has a valid one.
     var contentLength: UInt64? {
         header("Content-Length").flatMap(UInt64.init)

@@ -74,8 +74,7 @@ final class Pauses: Sendable {
             if state.withLock({ $0.stopping }) { return .refused }
             let remaining = deadline.map { $0 - .now } ?? Self.livenessInterval
             if remaining <= .zero { return .waited }
-            Thread.sleep(forTimeInterval: Double(min(remaining, Self.livenessInterval).components.seconds)
-                + Double(min(remaining, Self.livenessInterval).components.attoseconds) / 1e18)
+            Thread.sleep(forTimeInterval: min(remaining, Self.livenessInterval).seconds)
             if deadline == nil, Self.peerClosed(socket) { return .refused }
         }
     }
@@ -121,8 +120,7 @@ final class Pauses: Sendable {
     private static func peerClosed(_ socket: Int32) -> Bool { Platform.peerHasClosed(socket) }
 
     private func schedule(after duration: Duration, _ work: @escaping @Sendable () -> Void) {
-        let (seconds, attoseconds) = duration.components
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        let nanoseconds = Int(duration.seconds * 1e9)
         timers.asyncAfter(deadline: .now() + .nanoseconds(max(0, nanoseconds)), execute: work)
     }
 }

@@ -99,7 +99,7 @@ final class ResumableStore: Sendable {
             // After a crash the data file may hold more than the state says: what is there,
             // synced now, is durable.
             let data = folder + "/" + id + ".data"
-            if upload.storedName == nil, upload.answer == nil, let size = Self.syncedSize(of: data) {
+            if upload.storedName == nil, upload.answer == nil, let size = Self.syncedSize(of: data, sync: sync) {
                 upload.offset = upload.length.map { min($0, size) } ?? size
             }
             loaded[id] = upload
@@ -410,12 +410,12 @@ final class ResumableStore: Sendable {
         }
     }
 
-    private static func syncedSize(of path: String) -> UInt64? {
+    private static func syncedSize(of path: String, sync: SyncMode) -> UInt64? {
         let file = open(path, O_RDONLY | O_CLOEXEC)
         guard file >= 0 else { return nil }
         defer { close(file) }
         var info = stat()
-        guard fsync(file) == 0, fstat(file, &info) == 0 else { return nil }
+        guard sync.syncFile(file), fstat(file, &info) == 0 else { return nil }
         return UInt64(info.st_size)
     }
 

@@ -39,7 +39,8 @@ struct ResumableUploads: Sendable {
             return create(creation, version, head)
         case .options(let version)?:
             // The target's own answer, with what a client of this version wants to know.
-            guard case .respond(var response) = target.respond(to: head) else { return target.respond(to: head) }
+            let action = target.respond(to: head)
+            guard case .respond(var response) = action else { return action }
             response.headers += optionsFields(version)
             return .respond(response)
         case nil, .offset?, .append?, .cancel?:

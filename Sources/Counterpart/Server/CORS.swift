@@ -25,9 +25,7 @@ struct CORS: Sendable {
     /// The answer to a preflight request (`OPTIONS` with `Origin` and
     /// `Access-Control-Request-Method`), or nil for any other request.
     func preflight(_ head: RequestHead) -> Response? {
-        guard head.method == "OPTIONS", head.header("Origin") != nil, head.header("Access-Control-Request-Method") != nil else {
-            return nil
-        }
+        guard head.isCORSPreflight else { return nil }
         var headers = self.headers(for: head).filter { $0.name != "Access-Control-Expose-Headers" }
         if headers.contains(where: { $0.name == "Access-Control-Allow-Origin" }) {
             headers.append(HTTPField(name: "Access-Control-Allow-Methods", value: Self.allowedMethods))

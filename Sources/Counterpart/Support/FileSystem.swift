@@ -1,7 +1,7 @@
 /// The few file-system operations the server needs, with errors that say what failed.
 enum FileSystem {
     /// `strerror(errno)`: what the last failed call says.
-    static func lastError() -> String { String(cString: strerror(errno)) }
+    static func lastError() -> String { POSIX.Failure.last.description }
 
     /// Makes the folder's entries durable (names linked, renamed or removed in it): fsync
     /// of a file makes its bytes durable, not its name. Returns whether it worked.

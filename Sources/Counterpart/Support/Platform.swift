@@ -43,11 +43,9 @@ enum Platform {
 
     #if canImport(Glibc)
     static func open(_ path: String, _ flags: Int32) -> Int32 { Glibc.open(path, flags) }
-    static func write(_ file: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int { Glibc.write(file, bytes, count) }
     @discardableResult static func close(_ file: Int32) -> Int32 { Glibc.close(file) }
     #else
     static func open(_ path: String, _ flags: Int32) -> Int32 { Darwin.open(path, flags) }
-    static func write(_ file: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int { Darwin.write(file, bytes, count) }
     @discardableResult static func close(_ file: Int32) -> Int32 { Darwin.close(file) }
     #endif
 

@@ -16,7 +16,7 @@ public struct InteropVersion: Equatable, Hashable, Sendable, CustomStringConvert
     /// What the request's `Upload-Draft-Interop-Version` says: nil when it has none.
     static func of(_ head: ResumableRequestHead) -> Result<InteropVersion, ResumableUploadRefusal>? {
         guard let text = head.field(fieldName) else { return nil }
-        guard text.utf8.allSatisfy(ASCII.isDigit), let number = Int(text), let version = InteropVersion(number) else {
+        guard let version = ASCII.decimalNumber(text).flatMap({ Int(exactly: $0) }).flatMap(InteropVersion.init) else {
             return .failure(ResumableUploadRefusal(.unsupportedVersion(text), version: nil))
         }
         return .success(version)

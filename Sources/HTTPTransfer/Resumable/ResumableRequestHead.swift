@@ -15,13 +15,13 @@ public struct ResumableRequestHead: Sendable {
     }
 
     /// Whether the field `name` is present at all.
-    func has(_ name: String) -> Bool { field(name) != nil }
+    func has(_ name: String) -> Bool { fields.contains { ASCII.equalsIgnoringCase($0.name, name) } }
 
     /// The field as a number: `1*DIGIT` only (a sign, spaces inside or more than 2^64 − 1
     /// are not numbers); `.absent` when the field is not there.
     func number(_ name: String) -> FieldNumber {
         guard let text = field(name) else { return .absent }
-        guard !text.isEmpty, text.utf8.allSatisfy(ASCII.isDigit), let value = UInt64(text) else { return .invalid }
+        guard let value = ASCII.decimalNumber(text) else { return .invalid }
         return .value(value)
     }
 
