@@ -11,6 +11,13 @@ public struct EntityTag: Equatable, Hashable, Sendable, CustomStringConvertible 
         isWeak = weak
     }
 
+    /// A tag whose `opaque` the caller knows holds only `etagc` characters (hex digits and
+    /// punctuation it wrote itself), without checking them again.
+    package init(checkedOpaque opaque: String) {
+        self.opaque = opaque
+        isWeak = false
+    }
+
     /// Parses one entity tag, surrounding whitespace allowed.
     public init?(parsing text: String) {
         var bytes = ArraySlice(Array(text.utf8))
@@ -20,7 +27,13 @@ public struct EntityTag: Equatable, Hashable, Sendable, CustomStringConvertible 
     }
 
     /// The header value: `"opaque"` or `W/"opaque"`.
-    public var description: String { (isWeak ? "W/" : "") + "\"\(opaque)\"" }
+    public var description: String {
+        var text = isWeak ? "W/\"" : "\""
+        text.reserveCapacity(opaque.utf8.count + 4)
+        text += opaque
+        text += "\""
+        return text
+    }
 
     /// Strong comparison (RFC 9110 §8.8.3.2): both strong and the same opaque tag.
     public func strongMatches(_ other: EntityTag) -> Bool {

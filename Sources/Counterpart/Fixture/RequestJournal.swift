@@ -91,12 +91,13 @@ public final class RequestJournal: Sendable {
         _ = dropped  // released here, outside the lock
     }
 
-    /// Keeps `request`: O(1), and the lock is held only to move references in and out of
-    /// the ring (the oldest entries it pushes out are released after the lock is let go).
+    /// Keeps `request`: O(1). The entry is made before the lock is taken, which is then held
+    /// only to move references in and out of the ring (the oldest entries it pushes out are
+    /// released after it is let go): the server's threads all pass through here.
     func record(_ request: CompletedRequest) {
         guard capacity > 0 else { return }
-        let bytes = Self.textBytes(of: request)
-        let dropped = ring.withLock { $0.append(request, bytes: bytes, maxBytes: maxBytes) }
+        let kept = Kept(request: request, bytes: Self.textBytes(of: request))
+        let dropped = ring.withLock { $0.append(kept, maxBytes: maxBytes) }
         _ = dropped
     }
 
@@ -118,11 +119,16 @@ public final class RequestJournal: Sendable {
         return bytes
     }
 
-    /// A kept request and its place in the server's sequence.
-    fileprivate struct Kept: Sendable {
-        let sequence: Int
+    /// A kept request and its place in the server's sequence (given under the ring's lock).
+    fileprivate final class Kept: @unchecked Sendable {
+        var sequence = 0
         let request: CompletedRequest
         let bytes: Int
+
+        init(request: CompletedRequest, bytes: Int) {
+            self.request = request
+            self.bytes = bytes
+        }
     }
 
     /// A fixed ring of the last `capacity` requests: appending and dropping the oldest are O(1),
@@ -136,16 +142,20 @@ public final class RequestJournal: Sendable {
 
         init(capacity: Int) { slots = Array(repeating: nil, count: capacity) }
 
-        /// Adds `request`, dropping the oldest past the count or the bytes (the newest always
-        /// stays); returns what was dropped, for the caller to release outside the lock.
-        mutating func append(_ request: CompletedRequest, bytes added: Int, maxBytes: Int) -> [Kept] {
-            var dropped: [Kept] = []
-            while count > 0, count == slots.count || bytes + added > maxBytes {
-                dropped.append(removeOldest())
+        /// Adds `kept`, dropping the oldest past the count or the bytes (the newest always
+        /// stays); returns what was dropped, for the caller to release outside the lock
+        /// (one entry when the ring is full, more only past the byte bound: no array is
+        /// made under the lock for the usual one).
+        mutating func append(_ kept: Kept, maxBytes: Int) -> (Kept?, [Kept]) {
+            var dropped: (Kept?, [Kept]) = (nil, [])
+            while count > 0, count == slots.count || bytes + kept.bytes > maxBytes {
+                let oldest = removeOldest()
+                if dropped.0 == nil { dropped.0 = oldest } else { dropped.1.append(oldest) }
             }
-            slots[(oldest + count) % slots.count] = Kept(sequence: nextSequence, request: request, bytes: added)
+            kept.sequence = nextSequence
+            slots[(oldest + count) % slots.count] = kept
             count += 1
-            bytes += added
+            bytes += kept.bytes
             nextSequence += 1
             return dropped
         }

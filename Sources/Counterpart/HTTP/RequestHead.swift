@@ -38,7 +38,8 @@ struct RequestHead: Sendable {
 
     /// The first value of the header `name`, compared case-insensitively.
     func header(_ name: String) -> String? {
-        headers.first { ASCII.equalsIgnoringCase($0.name, name) }?.value
+        for field in headers where ASCII.equalsIgnoringCase(field.name, name) { return field.value }
+        return nil
     }
 
     /// The path of a request target: origin-form (`/a/b`) as sent; absolute-form

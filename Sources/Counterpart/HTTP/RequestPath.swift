@@ -12,18 +12,19 @@ enum RequestPath {
     init(_ rawPath: String) {
         var segments: [String] = []
         let escaped = rawPath.utf8.contains(0x25)
-        for raw in rawPath.split(separator: "/", omittingEmptySubsequences: true) {
+        // Split as bytes: splitting the String would find grapheme clusters first.
+        for raw in rawPath.utf8.split(separator: 0x2F, omittingEmptySubsequences: true) {
             guard escaped else {
                 // Nothing to decode (most paths): the segment is as sent, valid UTF-8 already,
                 // and cannot hold `/` or NUL; only `.` and `..` are refused.
-                guard raw != ".", raw != ".." else {
+                guard !raw.allSatisfy({ $0 == 0x2E }) || raw.count > 2 else {
                     self = .refused
                     return
                 }
-                segments.append(String(raw))
+                segments.append(String(Substring(raw)))
                 continue
             }
-            guard let bytes = PercentEncoding.decodeBytes(String(raw)) else {
+            guard let bytes = PercentEncoding.decodeBytes(String(Substring(raw))) else {
                 self = .malformed
                 return
             }

@@ -7,11 +7,19 @@ enum ContentTypes {
     static func forName(_ name: String) -> String {
         let bytes = name.utf8
         guard let dot = bytes.lastIndex(of: 0x2E) else { return fallback }
-        let ext = ASCII.lowercased(String(decoding: bytes[bytes.index(after: dot)...], as: UTF8.self))
-        return table[ext] ?? fallback
+        let ext = bytes[bytes.index(after: dot)...]
+        // Lowercased into a small (inline) string: no allocation on every file response.
+        guard ext.count <= longestExtension else { return fallback }
+        let key = String(unsafeUninitializedCapacity: ext.count) { out in
+            for (index, byte) in ext.enumerated() { out[index] = ASCII.lower(byte) }
+            return ext.count
+        }
+        return table[key] ?? fallback
     }
 
     static let fallback = "application/octet-stream"
+
+    private static let longestExtension = table.keys.map(\.utf8.count).max() ?? 0
 
     private static let table: [String: String] = [
         // web

@@ -83,13 +83,11 @@ struct RepresentationResponder {
             HTTPField(name: "Last-Modified", value: representation.lastModified.description),
         ]
 
+        headers.reserveCapacity(6 + extraHeaders.count)
+
         let rangeHeader = head.method == "GET" ? head.header("Range") : nil
-        let conditions = ConditionalRequest(
-            method: head.method, ifMatch: head.header("If-Match"), ifNoneMatch: head.header("If-None-Match"),
-            ifModifiedSince: head.header("If-Modified-Since"), ifUnmodifiedSince: head.header("If-Unmodified-Since"),
-            ifRange: head.header("If-Range"), hasRange: rangeHeader != nil)
         var resolution = RangeResolution(rangeHeader: rangeHeader, length: length, policy: rangePolicy)
-        switch conditions.evaluate(Validators(entityTag: representation.entityTag, lastModified: representation.lastModified)) {
+        switch preconditions(hasRange: rangeHeader != nil) {
         case .notModified:
             // libmicrohttpd sends no body with a 304 but announces the size it was given:
             // give it the representation's, so Content-Length says what a 200 would send
@@ -125,6 +123,21 @@ struct RepresentationResponder {
             headers.append(HTTPField(name: "Content-Type", value: stream.contentType))
             return Response(status: 206, headers: headers, body: .stream(length: stream.length, stream))
         }
+    }
+
+    /// RFC 9110 §13.2.2's evaluation of the request's `If-*` fields; without any (most
+    /// requests: a field name starting `If-` is looked for once) there is nothing to evaluate.
+    private func preconditions(hasRange: Bool) -> ConditionalRequest.Decision {
+        let mayHaveConditions = head.headers.contains { field in
+            var name = field.name.utf8.makeIterator()
+            return name.next().map(ASCII.lower) == 0x69 && name.next().map(ASCII.lower) == 0x66 && name.next() == 0x2D
+        }
+        guard mayHaveConditions else { return .proceed }
+        let conditions = ConditionalRequest(
+            method: head.method, ifMatch: head.header("If-Match"), ifNoneMatch: head.header("If-None-Match"),
+            ifModifiedSince: head.header("If-Modified-Since"), ifUnmodifiedSince: head.header("If-Unmodified-Since"),
+            ifRange: head.header("If-Range"), hasRange: hasRange)
+        return conditions.evaluate(Validators(entityTag: representation.entityTag, lastModified: representation.lastModified))
     }
 
     /// `length` bytes from `offset`: from a file as a file body; generated ones made now

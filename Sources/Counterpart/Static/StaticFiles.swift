@@ -67,8 +67,9 @@ struct StaticFiles: Sendable {
 
     /// A file's ETag. Strong: a new inode, size or nanosecond modification time makes a new tag.
     static func entityTag(of info: stat) -> EntityTag {
-        EntityTag(String(info.st_ino, radix: 16) + "-" + String(UInt64(info.st_size), radix: 16) + "-"
-            + String(Platform.modificationTime(info).tv_sec, radix: 16) + "." + String(Platform.modificationTime(info).tv_nsec, radix: 16))!
+        let modified = Platform.modificationTime(info)
+        return EntityTag(checkedOpaque: ASCII.hex([(UInt64(info.st_ino), 0x2D), (UInt64(info.st_size), 0x2D),
+                                                  (UInt64(bitPattern: Int64(modified.tv_sec)), 0x2E), (UInt64(modified.tv_nsec), nil)]))
     }
 
     private func respondWithFile(head: RequestHead, file: OpenFile, info: stat, name: String) -> Response {
