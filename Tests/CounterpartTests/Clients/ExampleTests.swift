@@ -19,16 +19,9 @@ struct ExampleTests {
     let local: URL
 
     init() throws {
-        let (big, image, exact, large) = (self.big, self.image, self.exact, self.large)
-        server = try TestServer(populate: { root in
-            try big.write(to: root.appendingPathComponent("big.bin"))
-            try large.write(to: root.appendingPathComponent("large.bin"))
-            try exact.write(to: root.appendingPathComponent("exact.bin"))
-            try Data().write(to: root.appendingPathComponent("empty.bin"))
-            let images = root.appendingPathComponent("itcast/images")
-            try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
-            try image.write(to: images.appendingPathComponent("head4.png"))
-        })
+        server = try TestServer(serving: [
+            "big.bin": big, "large.bin": large, "exact.bin": exact, "empty.bin": Data(), "itcast/images/head4.png": image,
+        ])
         local = server.root.deletingLastPathComponent().appendingPathComponent("client")
         try FileManager.default.createDirectory(at: local, withIntermediateDirectories: true)
     }

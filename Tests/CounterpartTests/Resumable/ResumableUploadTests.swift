@@ -318,8 +318,7 @@ struct ResumableUploadTests {
     }
 
     @Test func aRestartInTheMiddleAndResume() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("rufh-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("rufh")
         defer { try? FileManager.default.removeItem(at: folder) }
         let configuration = Configuration(root: folder.path, uploads: folder.appendingPathComponent("uploads").path)
         var server = try CounterpartServer(configuration)
