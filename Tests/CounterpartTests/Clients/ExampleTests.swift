@@ -30,6 +30,13 @@ struct ExampleTests {
 
     func file(_ name: String) -> URL { local.appendingPathComponent(name) }
 
+    /// Runs `download` and pauses it once `bytes` are on disk: its report.
+    func runPausing(_ download: ResumableDownload, at bytes: Int64) async throws -> ResumableDownload.Report {
+        try await download.run { step in
+            if step.bytesOnDisk >= bytes { download.pause() }
+        }
+    }
+
     // MARK: FileInfo — HEAD (seeds 000 and 001)
 
     @Test func fileInfoGivesSizeTypeNameAndValidators() async throws {
@@ -188,9 +195,7 @@ struct ExampleTests {
     @Test func pausesAndResumesLater() async throws {
         let destination = file("large.bin")
         let download = try ResumableDownload(baseURL: base, path: "/large.bin", to: destination)
-        let paused = try await download.run { step in
-            if step.bytesOnDisk >= 500_000 { download.pause() }
-        }
+        let paused = try await runPausing(download, at: 500_000)
         #expect(paused.paused && !paused.isComplete)
         #expect(paused.bytesOnDisk >= 500_000 && paused.bytesOnDisk < Int64(large.count))
         let partial = try Data(contentsOf: destination)
@@ -211,9 +216,7 @@ struct ExampleTests {
         let destination = file("big.bin")
         // The server sends 150,000 bytes and then nothing, keeping the connection open.
         let stalled = try ResumableDownload(baseURL: base, path: "/big.bin?stall=150000", to: destination)
-        let report = try await stalled.run { step in
-            if step.bytesOnDisk >= 150_000 { stalled.pause() }
-        }
+        let report = try await runPausing(stalled, at: 150_000)
         #expect(report.paused && report.bytesOnDisk == 150_000)
         let resumed = try await ResumableDownload(baseURL: base, path: "/big.bin", to: destination).run()
         #expect(resumed.start == .resumed(at: 150_000) && resumed.isComplete)
@@ -235,9 +238,7 @@ struct ExampleTests {
     @Test func aFileChangedBetweenPauseAndResumeIsFetchedWhole() async throws {
         let destination = file("large.bin")
         let download = try ResumableDownload(baseURL: base, path: "/large.bin", to: destination)
-        let paused = try await download.run { step in
-            if step.bytesOnDisk >= 500_000 { download.pause() }
-        }
+        let paused = try await runPausing(download, at: 500_000)
         #expect(paused.paused)
         // A new version of the same size: only the ETag tells it apart.
         let changed = testBytes(count: large.count, seed: 15)
