@@ -124,6 +124,13 @@ func expectFieldOnlyReceipt(_ reply: RawResponse, sourceLocation: SourceLocation
             "not the receipt of a=v: \(reply.text.prefix(300))", sourceLocation: sourceLocation)
 }
 
+/// The request was taken: 200 with the receipt of a=v, and nothing stays in the uploads folder.
+func expectFieldOnlyAccepted(_ reply: RawResponse, by server: TestServer, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(reply.status == 200, "\(reply.error ?? reply.head)", sourceLocation: sourceLocation)
+    expectFieldOnlyReceipt(reply, sourceLocation: sourceLocation)
+    expectNothingLeftBehind(server, sourceLocation: sourceLocation)
+}
+
 /// The most a hostile input may take to be answered: a bound against pathological
 /// (super-linear) costs, which take minutes, not a speed target — the shared machines
 /// that run the suite are noisy, and speed is measured by `make bench`.
