@@ -16,13 +16,8 @@ struct RealClientFixtureTests {
 
     @Test("a real client's body parses to the expected parts, however it is cut", arguments: validFixtureNames)
     func parsesRealClientBody(_ name: String) throws {
-        let fixture = try JSONDecoder().decode(ValidFixture.self, from: Data(contentsOf: fixtureURL("multipart", name, "json")))
-        let body = try [UInt8](Data(contentsOf: fixtureURL("multipart", name, "body")))
-        let boundary = try MultipartBoundary(contentType: fixture.contentType)
+        let (fixture, results) = try parseEveryWay(ValidFixture.self, in: "multipart", name)
         let expected = try fixture.parts.map { try $0.parsed() }
-
-        let results = distinctResults(body, boundary: boundary.value)
-        #expect(results.count == 1, "\(name): \(results.count) different results depending on how the body is cut: \(results.map { "\($0.chunking): \($0.result)" })")
         for (result, chunking) in results {
             switch result {
             case .failure(let error):
@@ -43,12 +38,7 @@ struct RealClientFixtureTests {
 
     @Test("a broken body from a real client is refused with the expected error", arguments: invalidFixtureNames)
     func refusesBrokenBody(_ name: String) throws {
-        let fixture = try JSONDecoder().decode(InvalidFixture.self, from: Data(contentsOf: fixtureURL("multipart-invalid", name, "json")))
-        let body = try [UInt8](Data(contentsOf: fixtureURL("multipart-invalid", name, "body")))
-        let boundary = try MultipartBoundary(contentType: fixture.contentType)
-
-        let results = distinctResults(body, boundary: boundary.value)
-        #expect(results.count == 1, "\(name): \(results.count) different results depending on how the body is cut: \(results.map { "\($0.chunking): \($0.result)" })")
+        let (fixture, results) = try parseEveryWay(InvalidFixture.self, in: "multipart-invalid", name)
         for (result, chunking) in results {
             switch result {
             case .success(let parts):
@@ -88,7 +78,28 @@ private func fixtureURL(_ folder: String, _ name: String, _ ext: String) -> URL 
     fixturesDirectory.appendingPathComponent(folder).appendingPathComponent("\(name).\(ext)")
 }
 
-private struct ValidFixture: Decodable {
+/// What a fixture's `<name>.json` says about its `<name>.body`.
+private protocol CapturedFixture: Decodable {
+    /// The client that sent the body.
+    var client: String { get }
+    /// The request's Content-Type, with the boundary.
+    var contentType: String { get }
+}
+
+/// The fixture `name` in `folder` and the distinct parses of its body however it is cut,
+/// expecting them all to agree.
+private func parseEveryWay<Fixture: CapturedFixture>(
+    _ type: Fixture.Type, in folder: String, _ name: String
+) throws -> (fixture: Fixture, results: [(result: Result<[ParsedFormPart], MultipartError>, chunking: Chunking)]) {
+    let fixture = try JSONDecoder().decode(Fixture.self, from: Data(contentsOf: fixtureURL(folder, name, "json")))
+    let body = try [UInt8](Data(contentsOf: fixtureURL(folder, name, "body")))
+    let boundary = try MultipartBoundary(contentType: fixture.contentType)
+    let results = distinctResults(body, boundary: boundary.value)
+    #expect(results.count == 1, "\(name): \(results.count) different results depending on how the body is cut: \(results.map { "\($0.chunking): \($0.result)" })")
+    return (fixture, results)
+}
+
+private struct ValidFixture: CapturedFixture {
     var client: String
     var contentType: String
     var parts: [ExpectedPart]
@@ -114,7 +125,7 @@ private struct ExpectedPart: Decodable {
     }
 }
 
-private struct InvalidFixture: Decodable {
+private struct InvalidFixture: CapturedFixture {
     var client: String
     var contentType: String
     /// A `MultipartError.Kind` case name.

@@ -41,9 +41,8 @@ struct AuthCommandTests {
         #expect(try hashPassword([], stdin: "").status == 2)
         #expect(try hashPassword(["bob", "read,admin"], stdin: "x\n").status == 2)
 
-        let folder = try makeFolder()
+        let folder = try makeFolder(serving: ["hi.txt": "hi"])
         defer { try? FileManager.default.removeItem(at: folder) }
-        try Data("hi".utf8).write(to: folder.appendingPathComponent("public/hi.txt"))
         let auth = try writeFile(folder, "users", "# made by hash-password\n" + yescrypt.stdout + "bob:" + bcrypt.stdout.dropLast() + ":read\n")
         let run = try CommandRun(["--port", "0", "--quiet", "--auth-file", auth], in: folder)
         let base = String(run.firstLine().dropFirst("listening on ".count))
@@ -102,9 +101,8 @@ struct AuthCommandTests {
     /// so in at most a line a second. (The users' hashes are bcrypt at cost 4: see
     /// TestCredentials.)
     @Test func aThousandWrongPasswordsAreAnsweredAndLoggedAtMostOnceASecond() throws {
-        let folder = try makeFolder()
+        let folder = try makeFolder(serving: ["hi.txt": "hi"])
         defer { try? FileManager.default.removeItem(at: folder) }
-        try Data("hi".utf8).write(to: folder.appendingPathComponent("public/hi.txt"))
         let auth = try writeFile(folder, "users", TestCredentials.authFile)
         let run = try CommandRun(["--port", "0", "--auth-file", auth], in: folder)
         let base = String(run.firstLine().dropFirst("listening on ".count))

@@ -19,16 +19,9 @@ struct ExampleTests {
     let local: URL
 
     init() throws {
-        let (big, image, exact, large) = (self.big, self.image, self.exact, self.large)
-        server = try TestServer(populate: { root in
-            try big.write(to: root.appendingPathComponent("big.bin"))
-            try large.write(to: root.appendingPathComponent("large.bin"))
-            try exact.write(to: root.appendingPathComponent("exact.bin"))
-            try Data().write(to: root.appendingPathComponent("empty.bin"))
-            let images = root.appendingPathComponent("itcast/images")
-            try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
-            try image.write(to: images.appendingPathComponent("head4.png"))
-        })
+        server = try TestServer(serving: [
+            "big.bin": big, "large.bin": large, "exact.bin": exact, "empty.bin": Data(), "itcast/images/head4.png": image,
+        ])
         local = server.root.deletingLastPathComponent().appendingPathComponent("client")
         try FileManager.default.createDirectory(at: local, withIntermediateDirectories: true)
     }
@@ -36,6 +29,13 @@ struct ExampleTests {
     var base: URL { server.server.baseURL }
 
     func file(_ name: String) -> URL { local.appendingPathComponent(name) }
+
+    /// Runs `download` and pauses it once `bytes` are on disk: its report.
+    func runPausing(_ download: ResumableDownload, at bytes: Int64) async throws -> ResumableDownload.Report {
+        try await download.run { step in
+            if step.bytesOnDisk >= bytes { download.pause() }
+        }
+    }
 
     // MARK: FileInfo — HEAD (seeds 000 and 001)
 
@@ -195,9 +195,7 @@ struct ExampleTests {
     @Test func pausesAndResumesLater() async throws {
         let destination = file("large.bin")
         let download = try ResumableDownload(baseURL: base, path: "/large.bin", to: destination)
-        let paused = try await download.run { step in
-            if step.bytesOnDisk >= 500_000 { download.pause() }
-        }
+        let paused = try await runPausing(download, at: 500_000)
         #expect(paused.paused && !paused.isComplete)
         #expect(paused.bytesOnDisk >= 500_000 && paused.bytesOnDisk < Int64(large.count))
         let partial = try Data(contentsOf: destination)
@@ -218,9 +216,7 @@ struct ExampleTests {
         let destination = file("big.bin")
         // The server sends 150,000 bytes and then nothing, keeping the connection open.
         let stalled = try ResumableDownload(baseURL: base, path: "/big.bin?stall=150000", to: destination)
-        let report = try await stalled.run { step in
-            if step.bytesOnDisk >= 150_000 { stalled.pause() }
-        }
+        let report = try await runPausing(stalled, at: 150_000)
         #expect(report.paused && report.bytesOnDisk == 150_000)
         let resumed = try await ResumableDownload(baseURL: base, path: "/big.bin", to: destination).run()
         #expect(resumed.start == .resumed(at: 150_000) && resumed.isComplete)
@@ -242,9 +238,7 @@ struct ExampleTests {
     @Test func aFileChangedBetweenPauseAndResumeIsFetchedWhole() async throws {
         let destination = file("large.bin")
         let download = try ResumableDownload(baseURL: base, path: "/large.bin", to: destination)
-        let paused = try await download.run { step in
-            if step.bytesOnDisk >= 500_000 { download.pause() }
-        }
+        let paused = try await runPausing(download, at: 500_000)
         #expect(paused.paused)
         // A new version of the same size: only the ETag tells it apart.
         let changed = testBytes(count: large.count, seed: 15)

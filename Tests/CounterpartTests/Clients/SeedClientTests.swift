@@ -16,16 +16,7 @@ struct SeedClientTests {
     let image = testBytes(count: 48_213, seed: 5)
 
     init() throws {
-        let video = self.video
-        let image = self.image
-        server = try TestServer(populate: { root in
-            let videos = root.appendingPathComponent("resources/videos")
-            try FileManager.default.createDirectory(at: videos, withIntermediateDirectories: true)
-            try video.write(to: videos.appendingPathComponent("minion_01.mp4"))
-            let images = root.appendingPathComponent("itcast/images")
-            try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
-            try image.write(to: images.appendingPathComponent("head4.png"))
-        })
+        server = try TestServer(serving: ["resources/videos/minion_01.mp4": video, "itcast/images/head4.png": image])
     }
 
     // MARK: seed 000 — HEAD for the size, then 20,250-byte Range packets, then an LF-only upload
@@ -153,8 +144,7 @@ struct SeedClientTests {
         #expect(info.mimeType == "video/mp4")
         #expect(info.suggestedFilename == "minion_01.mp4")
 
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("seed001-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("seed001")
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent(try #require(info.suggestedFilename))
 

@@ -22,8 +22,7 @@ func runReadmeLine(_ line: String, server: TestServer, in folder: URL) throws ->
 struct CookbookTests {
     let folder: URL
     init() throws {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("cookbook-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        folder = try makeTemporaryFolder("cookbook")
         try Data(testBytes(count: 200_000)).write(to: folder.appendingPathComponent("photo.jpg"))
     }
 

@@ -123,9 +123,8 @@ struct FaultRuleTests {
     }
 
     @Test func armedFromTheCommandLine() throws {
-        let folder = try makeFolder()
+        let folder = try makeFolder(serving: ["hi.txt": "hi"])
         defer { try? FileManager.default.removeItem(at: folder) }
-        try Data("hi".utf8).write(to: folder.appendingPathComponent("public/hi.txt"))
         let run = try CommandRun(["--port", "0", "--quiet", "--fault-rule", "GET /hi.txt status=503 times=2",
                                   "--fault-rule", "/h* status=418 skip=1 times=1"], in: folder)
         let base = String(run.firstLine().dropFirst("listening on ".count))

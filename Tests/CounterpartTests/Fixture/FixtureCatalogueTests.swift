@@ -217,12 +217,7 @@ struct FixtureCatalogueServingTests {
     }
 
     @Test func theJSONListingOfTheRootIsTheManifest() throws {
-        let result = try curl(["-H", "Accept: application/json", server.url("")])
-        #expect(result.status == 200)
-        #expect(result.header("Content-Type") == "application/json")
-        let json = try result.json()
-        #expect(json["path"] as? String == "/")
-        let listed = try #require(json["entries"] as? [[String: Any]])
+        let listed = try jsonListing(server.url(""), of: "/")
         let names = listed.map { $0["name"] as? String ?? "" }
         #expect(names.count == catalogueEntries.count)
         let (extra, missing) = catalogueDifference(names, catalogueEntries.map(\.name))

@@ -31,25 +31,19 @@ func makeCorpusServer() throws -> TestServer {
         let outside = root.deletingLastPathComponent()
         let manager = FileManager.default
         try Data(corpusSecret.utf8).write(to: outside.appendingPathComponent("secret.txt"))
-        let secretFolder = outside.appendingPathComponent("secret-folder")
-        try manager.createDirectory(at: secretFolder, withIntermediateDirectories: true)
-        try Data(corpusSecret.utf8).write(to: secretFolder.appendingPathComponent("secret.txt"))
+        try Data(corpusSecret.utf8).write(into: outside, at: "secret-folder/secret.txt")
 
         try Data("hello\n".utf8).write(to: root.appendingPathComponent("hello.txt"))
         try sampleData.write(to: root.appendingPathComponent("data.bin"))
-        let sub = root.appendingPathComponent("sub")
-        try manager.createDirectory(at: sub, withIntermediateDirectories: true)
-        try Data("inner\n".utf8).write(to: sub.appendingPathComponent("in.txt"))
+        try Data("inner\n".utf8).write(into: root, at: "sub/in.txt")
         // A name that a double decoding of `%252e%252e` would turn into `..`.
-        let literal = root.appendingPathComponent("%2e%2e")
-        try manager.createDirectory(at: literal, withIntermediateDirectories: true)
-        try Data("literal\n".utf8).write(to: literal.appendingPathComponent("literal.txt"))
+        try Data("literal\n".utf8).write(into: root, at: "%2e%2e/literal.txt")
 
         let links: [(String, String)] = [
             ("link-file-relative", "../secret.txt"),
             ("link-file-absolute", outside.appendingPathComponent("secret.txt").path),
             ("link-folder-relative", ".."),
-            ("link-folder-absolute", secretFolder.path),
+            ("link-folder-absolute", outside.appendingPathComponent("secret-folder").path),
             ("sub/link-up", "../../secret.txt"),
         ]
         for (name, destination) in links {
@@ -128,6 +122,13 @@ func expectFieldOnlyReceipt(_ reply: RawResponse, sourceLocation: SourceLocation
     let fields = reply.json()?["fields"] as? [[String: Any]]
     #expect(fields?.count == 1 && fields?.first?["name"] as? String == "a" && fields?.first?["value"] as? String == "v",
             "not the receipt of a=v: \(reply.text.prefix(300))", sourceLocation: sourceLocation)
+}
+
+/// The request was taken: 200 with the receipt of a=v, and nothing stays in the uploads folder.
+func expectFieldOnlyAccepted(_ reply: RawResponse, by server: TestServer, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(reply.status == 200, "\(reply.error ?? reply.head)", sourceLocation: sourceLocation)
+    expectFieldOnlyReceipt(reply, sourceLocation: sourceLocation)
+    expectNothingLeftBehind(server, sourceLocation: sourceLocation)
 }
 
 /// The most a hostile input may take to be answered: a bound against pathological

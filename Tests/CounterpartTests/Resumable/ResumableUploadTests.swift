@@ -51,11 +51,25 @@ struct DraftClient {
         return String(location[try #require(location.range(of: "/resumable/")).lowerBound...])
     }
 
-    /// The upload's `Upload-Offset`, from a HEAD.
-    func offset(of path: String) throws -> String? {
+    /// Sends `request` on a new connection: the final response, if one came.
+    func response(to request: [UInt8]) throws -> (head: String, body: [UInt8])? {
+        let connection = try RawHTTPConnection(port: port)
+        connection.send(request)
+        return connection.readResponse()
+    }
+
+    func response(to request: String) throws -> (head: String, body: [UInt8])? { try response(to: Array(request.utf8)) }
+
+    /// The head of the answer to a HEAD of the upload at `path`, if one came.
+    func status(of path: String) throws -> String? {
         let connection = try RawHTTPConnection(port: port)
         connection.send(head(path))
-        return connection.readHead().flatMap { headerValue("Upload-Offset", in: $0) }
+        return connection.readHead()
+    }
+
+    /// The upload's `Upload-Offset`, from a HEAD.
+    func offset(of path: String) throws -> String? {
+        try status(of: path).flatMap { headerValue("Upload-Offset", in: $0) }
     }
 
     /// The name of the completeness header a server of this version answers with, and its
@@ -89,17 +103,39 @@ struct ResumableUploadTests {
         return String(location.dropFirst("Location: http://127.0.0.1:\(server.server.port)".count))
     }
 
+    /// Sends `client`'s creation head for `length` body bytes on a new connection and checks
+    /// the 104: the connection, for the body, and the upload's path.
+    func beginCreation(_ client: DraftClient, length: Int, complete: Bool = true,
+                       closing: Bool = true) throws -> (connection: RawHTTPConnection, path: String) {
+        let connection = try RawHTTPConnection(port: server.server.port)
+        connection.send(client.creationHead(length: length, complete: complete) + (closing ? "Connection: close\r\n" : "") + "\r\n")
+        // The 104 comes before the body is sent.
+        let interim = try #require(connection.readHead())
+        return (connection, try expect104(interim, version: client.version))
+    }
+
+    /// Creates an upload with all of `body` in its creation request: the upload's path and
+    /// the answer.
+    func createWhole(_ client: DraftClient, _ body: [UInt8]) throws -> (path: String, head: String, answer: [UInt8]) {
+        let (connection, path) = try beginCreation(client, length: body.count)
+        connection.send(body)
+        let (head, answer) = try #require(connection.readResponse())
+        return (path, head, answer)
+    }
+
+    /// Creates an upload whose creation request sends only the first `sent` bytes of `body`
+    /// and leaves it incomplete: the upload's path and the head of the answer, if one came.
+    func createWithFirstBytes(_ client: DraftClient, _ body: [UInt8], sent: Int) throws -> (path: String, head: String?) {
+        let (connection, path) = try beginCreation(client, length: sent, complete: false)
+        connection.send(Array(body.prefix(sent)))
+        return (path, connection.readResponse()?.head)
+    }
+
     @Test(arguments: 3...9)
     func aWholeUploadInOneRequest(version: Int) throws {
         let client = DraftClient(version: version, port: server.server.port)
         let (body, content) = resumableBody("one-\(version).bin", size: 40_000)
-        let connection = try RawHTTPConnection(port: server.server.port)
-        connection.send(client.creationHead(length: body.count) + "Connection: close\r\n\r\n")
-        // The 104 comes before the body is sent.
-        let interim = try #require(connection.readHead())
-        let path = try expect104(interim, version: version)
-        connection.send(body)
-        let (head, answer) = try #require(connection.readResponse())
+        let (path, head, answer) = try createWhole(client, body)
         #expect(statusCode(of: head) == 200)
         #expect(headerValue("Upload-Draft-Interop-Version", in: head) == String(version))
         #expect(headerValue("Location", in: head)?.hasSuffix(path) == true)
@@ -114,23 +150,16 @@ struct ResumableUploadTests {
     func aCutUploadResumesWithHeadAndPatch(version: Int) throws {
         let client = DraftClient(version: version, port: server.server.port)
         let (body, content) = resumableBody("cut-\(version).bin", size: 300_000)
-        let connection = try RawHTTPConnection(port: server.server.port)
-        connection.send(client.creationHead(length: body.count) + "\r\n")
-        let path = try expect104(connection.readHead() ?? "", version: version)
+        let (connection, path) = try beginCreation(client, length: body.count, closing: false)
         connection.send(Array(body.prefix(120_000)))
         connection.close()
         // The server keeps what came, durably, and says so.
         var offset = 0
         #expect(server.eventually {
-            guard let head = try? RawHTTPConnection(port: server.server.port) else { return false }
-            head.send(client.head(path))
-            guard let response = head.readHead() else { return false }
-            offset = Int(headerValue("Upload-Offset", in: response) ?? "") ?? 0
+            offset = Int((try? client.offset(of: path)) ?? "") ?? 0
             return offset == 120_000
         })
-        let headConnection = try RawHTTPConnection(port: server.server.port)
-        headConnection.send(client.head(path))
-        let status = try #require(headConnection.readHead())
+        let status = try #require(try client.status(of: path))
         #expect(statusCode(of: status) == 204)
         #expect(headerValue(client.completenessHeader, in: status) == client.value(complete: false))
         #expect(headerValue("Cache-Control", in: status) == "no-store")
@@ -138,9 +167,7 @@ struct ResumableUploadTests {
             #expect(headerValue("Upload-Length", in: status) == String(body.count))
             #expect(headerValue("Upload-Limit", in: status)?.hasPrefix("max-size=") == true)
         }
-        let append = try RawHTTPConnection(port: server.server.port)
-        append.send(client.patch(path, offset: offset, Array(body[offset...]), complete: true))
-        let (head, answer) = try #require(append.readResponse())
+        let (head, answer) = try #require(try client.response(to: client.patch(path, offset: offset, Array(body[offset...]), complete: true)))
         #expect(statusCode(of: head) == 200, "\(head)")
         if version >= 7 { #expect(headerValue("Upload-Complete", in: head) == "?1") }
         let json = try #require(try JSONSerialization.jsonObject(with: Data(answer)) as? [String: Any])
@@ -154,24 +181,17 @@ struct ResumableUploadTests {
     func anIncompleteCreationThenAnAppend(version: Int) throws {
         let client = DraftClient(version: version, port: server.server.port)
         let (body, content) = resumableBody("parts-\(version).bin", size: 10_000)
-        let connection = try RawHTTPConnection(port: server.server.port)
-        connection.send(client.creationHead(length: 4_000, complete: false) + "Connection: close\r\n\r\n")
-        let path = try expect104(connection.readHead() ?? "", version: version)
-        connection.send(Array(body.prefix(4_000)))
-        let (created, _) = try #require(connection.readResponse())
+        let (path, answer) = try createWithFirstBytes(client, body, sent: 4_000)
+        let created = try #require(answer)
         #expect(statusCode(of: created) == 201)
         #expect(headerValue("Location", in: created)?.hasSuffix(path) == true)
         #expect(headerValue(client.completenessHeader, in: created) == client.value(complete: false))
         if version <= 6 { #expect(headerValue("Upload-Offset", in: created) == "4000") }
         // A middle part, not the end.
-        let middle = try RawHTTPConnection(port: server.server.port)
-        middle.send(client.patch(path, offset: 4_000, Array(body[4_000..<6_000]), complete: false))
-        let (appended, _) = try #require(middle.readResponse())
+        let (appended, _) = try #require(try client.response(to: client.patch(path, offset: 4_000, Array(body[4_000..<6_000]), complete: false)))
         #expect(statusCode(of: appended) == (version <= 6 ? 201 : 204))
         #expect(headerValue(client.completenessHeader, in: appended) == client.value(complete: false))
-        let last = try RawHTTPConnection(port: server.server.port)
-        last.send(client.patch(path, offset: 6_000, Array(body[6_000...]), complete: true))
-        let (done, _) = try #require(last.readResponse())
+        let (done, _) = try #require(try client.response(to: client.patch(path, offset: 6_000, Array(body[6_000...]), complete: true)))
         #expect(statusCode(of: done) == 200)
         #expect(try Data(contentsOf: server.uploads.appendingPathComponent("parts-\(version).bin")) == Data(content))
     }
@@ -180,16 +200,10 @@ struct ResumableUploadTests {
     func theErrorPaths(version: Int) throws {
         let client = DraftClient(version: version, port: server.server.port)
         let (body, _) = resumableBody("errors-\(version).bin", size: 1_000)
-        let connection = try RawHTTPConnection(port: server.server.port)
-        connection.send(client.creationHead(length: 300, complete: false) + "Connection: close\r\n\r\n")
-        let path = try expect104(connection.readHead() ?? "", version: version)
-        connection.send(Array(body.prefix(300)))
-        _ = connection.readResponse()
+        let path = try createWithFirstBytes(client, body, sent: 300).path
 
         // An offset that does not match: 409 with the right one.
-        let mismatch = try RawHTTPConnection(port: server.server.port)
-        mismatch.send(client.patch(path, offset: 100, [0x61], complete: false))
-        let (conflict, problem) = try #require(mismatch.readResponse())
+        let (conflict, problem) = try #require(try client.response(to: client.patch(path, offset: 100, [0x61], complete: false)))
         #expect(statusCode(of: conflict) == 409)
         #expect(headerValue("Upload-Offset", in: conflict) == "300")
         if version >= 6 {
@@ -201,35 +215,23 @@ struct ResumableUploadTests {
         }
         // The wrong media type for an append (from version 6).
         if version >= 6 {
-            let wrongType = try RawHTTPConnection(port: server.server.port)
-            wrongType.send("PATCH \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\nUpload-Complete: ?0\r\nUpload-Offset: 300\r\nContent-Type: application/octet-stream\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx")
-            #expect(statusCode(of: wrongType.readResponse()?.head ?? "") == 415)
+            let wrongType = try client.response(to: "PATCH \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\nUpload-Complete: ?0\r\nUpload-Offset: 300\r\nContent-Type: application/octet-stream\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx")
+            #expect(statusCode(of: wrongType?.head ?? "") == 415)
         }
         // An unknown upload.
-        let unknown = try RawHTTPConnection(port: server.server.port)
-        unknown.send(client.head("/resumable/0123456789abcdef0123456789abcdef"))
-        #expect(statusCode(of: unknown.readHead() ?? "") == 404)
+        #expect(statusCode(of: try client.status(of: "/resumable/0123456789abcdef0123456789abcdef") ?? "") == 404)
         // Cancellation.
-        let cancel = try RawHTTPConnection(port: server.server.port)
-        cancel.send("DELETE \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\nConnection: close\r\n\r\n")
-        #expect(statusCode(of: cancel.readResponse()?.head ?? "") == 204)
-        let gone = try RawHTTPConnection(port: server.server.port)
-        gone.send(client.head(path))
-        #expect(statusCode(of: gone.readHead() ?? "") == 404)
+        let cancel = try client.response(to: "DELETE \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: \(version)\r\nConnection: close\r\n\r\n")
+        #expect(statusCode(of: cancel?.head ?? "") == 204)
+        #expect(statusCode(of: try client.status(of: path) ?? "") == 404)
     }
 
     @Test(arguments: 3...9)
     func anAppendToACompletedUpload(version: Int) throws {
         let client = DraftClient(version: version, port: server.server.port)
         let (body, _) = resumableBody("done-\(version).bin", size: 500)
-        let connection = try RawHTTPConnection(port: server.server.port)
-        connection.send(client.creationHead(length: body.count) + "Connection: close\r\n\r\n")
-        let path = try expect104(connection.readHead() ?? "", version: version)
-        connection.send(body)
-        let (first, firstBody) = try #require(connection.readResponse())
-        let again = try RawHTTPConnection(port: server.server.port)
-        again.send(client.patch(path, offset: body.count, [], complete: true))
-        let (head, replay) = try #require(again.readResponse())
+        let (path, first, firstBody) = try createWhole(client, body)
+        let (head, replay) = try #require(try client.response(to: client.patch(path, offset: body.count, [], complete: true)))
         switch version {
         case 9:
             // Draft -12: the final response, replayed.
@@ -241,9 +243,7 @@ struct ResumableUploadTests {
             #expect(statusCode(of: head) == 400)
         }
         // And its offset says complete.
-        let status = try RawHTTPConnection(port: server.server.port)
-        status.send(client.head(path))
-        #expect(headerValue(client.completenessHeader, in: status.readHead() ?? "") == client.value(complete: true))
+        #expect(headerValue(client.completenessHeader, in: try client.status(of: path) ?? "") == client.value(complete: true))
     }
 
     @Test(arguments: [2, 10, 99])
@@ -318,8 +318,7 @@ struct ResumableUploadTests {
     }
 
     @Test func aRestartInTheMiddleAndResume() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("rufh-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("rufh")
         defer { try? FileManager.default.removeItem(at: folder) }
         let configuration = Configuration(root: folder.path, uploads: folder.appendingPathComponent("uploads").path)
         var server = try CounterpartServer(configuration)
@@ -336,13 +335,9 @@ struct ResumableUploadTests {
         server = try CounterpartServer(configuration)
         defer { server.stop() }
         client = DraftClient(version: 6, port: server.port)
-        let head = try RawHTTPConnection(port: server.port)
-        head.send(client.head(path))
-        let offset = try #require(Int(headerValue("Upload-Offset", in: head.readHead() ?? "") ?? ""))
+        let offset = try #require(Int(try client.offset(of: path) ?? ""))
         #expect(offset == 20_000)
-        let append = try RawHTTPConnection(port: server.port)
-        append.send(client.patch(path, offset: offset, Array(body[offset...]), complete: true))
-        #expect(statusCode(of: append.readResponse()?.head ?? "") == 200)
+        #expect(statusCode(of: try client.response(to: client.patch(path, offset: offset, Array(body[offset...]), complete: true))?.head ?? "") == 200)
         #expect(try Data(contentsOf: folder.appendingPathComponent("uploads/restart.bin")) == Data(content))
     }
 
@@ -352,13 +347,10 @@ struct ResumableUploadTests {
         let (body, _) = resumableBody("expiring.bin", size: 1_000)
         let path = try client.createIncomplete(body, sent: 500, announceLength: false)
         Thread.sleep(forTimeInterval: 2.1)
-        let late = try RawHTTPConnection(port: shortLived.server.port)
-        late.send(client.patch(path, offset: 500, Array(body[500...]), complete: true))
-        #expect(statusCode(of: late.readResponse()?.head ?? "") == 410)
+        #expect(statusCode(of: try client.response(to: client.patch(path, offset: 500, Array(body[500...]), complete: true))?.head ?? "") == 410)
         // A declared length over the server's limit: 413, before any resource exists.
-        let big = try RawHTTPConnection(port: shortLived.server.port)
-        big.send(client.creationHead(length: 10, complete: false, extra: "Upload-Length: 200000\r\n") + "Connection: close\r\n\r\n0123456789")
-        #expect(statusCode(of: big.readResponse()?.head ?? "") == 413)
+        let big = try client.response(to: client.creationHead(length: 10, complete: false, extra: "Upload-Length: 200000\r\n") + "Connection: close\r\n\r\n0123456789")
+        #expect(statusCode(of: big?.head ?? "") == 413)
     }
 
     @Test func lengthsThatDisagreeAreRefused() throws {
@@ -383,16 +375,12 @@ extension ResumableUploadTests {
         let (body, content) = resumableBody("processed-\(version).bin", size: 16 << 20)
         let path = try client.createIncomplete(body, sent: 0, announceLength: false)
         let whole = BackgroundCall { () throws -> String in
-            let connection = try RawHTTPConnection(port: client.port)
-            connection.send(client.patch(path, offset: 0, body, complete: true))
-            return try #require(connection.readResponse(), "no answer to the whole append").head
+            try #require(try client.response(to: client.patch(path, offset: 0, body, complete: true)), "no answer to the whole append").head
         }
         #expect(waitUntil(seconds: 30) { (try? client.offset(of: path)) == String(body.count) })
         var answers: [(head: String, body: [UInt8])] = []
         repeat {
-            let connection = try RawHTTPConnection(port: client.port)
-            connection.send(client.patch(path, offset: body.count, [], complete: true))
-            answers.append(try #require(connection.readResponse(), "no answer to the empty append"))
+            answers.append(try #require(try client.response(to: client.patch(path, offset: body.count, [], complete: true)), "no answer to the empty append"))
         } while answers.count < 1_000 && String(decoding: answers.last!.body, as: UTF8.self).contains("another request is writing")
         let last = try #require(answers.last)
         #expect(statusCode(of: try whole.wait()) == 200)

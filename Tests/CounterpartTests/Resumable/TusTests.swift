@@ -277,8 +277,7 @@ struct TusTests {
     }
 
     @Test func aRestartInTheMiddleLosesNothing() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("restart-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("restart")
         defer { try? FileManager.default.removeItem(at: folder) }
         let configuration = Configuration(root: folder.path, uploads: folder.appendingPathComponent("uploads").path)
         var server = try CounterpartServer(configuration)

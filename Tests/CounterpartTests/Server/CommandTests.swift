@@ -44,18 +44,21 @@ final class CommandRun {
     }
 }
 
-func makeFolder() throws -> URL {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("command-\(UUID().uuidString)")
+/// A folder for the command to run in, its `public/` holding `files` (name: text).
+func makeFolder(serving files: [String: String] = [:]) throws -> URL {
+    let folder = try makeTemporaryFolder("command")
     try FileManager.default.createDirectory(at: folder.appendingPathComponent("public"), withIntermediateDirectories: true)
+    for (name, text) in files {
+        try Data(text.utf8).write(to: folder.appendingPathComponent("public/\(name)"))
+    }
     return folder
 }
 
 @Suite("The command")
 struct CommandTests {
     @Test func printsOneListeningLineServesAndStopsOnSIGTERM() throws {
-        let folder = try makeFolder()
+        let folder = try makeFolder(serving: ["hi.txt": "hi"])
         defer { try? FileManager.default.removeItem(at: folder) }
-        try Data("hi".utf8).write(to: folder.appendingPathComponent("public/hi.txt"))
         let run = try CommandRun(["--port", "0"], in: folder)
         let line = run.firstLine()
         #expect(line.hasPrefix("listening on http://127.0.0.1:"))
@@ -146,9 +149,8 @@ struct CommandTests {
     }
 
     @Test func limitFlagsTakeEffect() throws {
-        let folder = try makeFolder()
+        let folder = try makeFolder(serving: ["ten.txt": "0123456789"])
         defer { try? FileManager.default.removeItem(at: folder) }
-        try Data("0123456789".utf8).write(to: folder.appendingPathComponent("public/ten.txt"))
         let run = try CommandRun(["--port", "0", "--quiet", "--max-parts", "2", "--max-field-bytes", "8", "--max-ranges", "2",
                                   "--max-part-header-bytes", "100", "--max-connections-per-client", "4",
                                   "--head-timeout", "5", "--idle-timeout", "5", "--max-connections", "50"], in: folder)

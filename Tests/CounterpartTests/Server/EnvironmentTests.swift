@@ -6,9 +6,8 @@ import Testing
 @Suite("The command's environment and log format")
 struct EnvironmentTests {
     @Test func variablesSetWhatFlagsSet() throws {
-        let folder = try makeFolder()
+        let folder = try makeFolder(serving: ["env.txt": "from env"])
         defer { try? FileManager.default.removeItem(at: folder) }
-        try Data("from env".utf8).write(to: folder.appendingPathComponent("public/env.txt"))
         let run = try CommandRun([], environment: [
             "COUNTERPART_PORT": "0", "COUNTERPART_QUIET": "yes", "COUNTERPART_MAX_UPLOAD_BYTES": "1K",
             "COUNTERPART_ROOT": folder.appendingPathComponent("public").path,
@@ -82,9 +81,8 @@ struct EnvironmentTests {
 
     /// `--log-format json`: one JSON object per request with the text line's fields.
     @Test func jsonLogLinesParse() throws {
-        let folder = try makeFolder()
+        let folder = try makeFolder(serving: ["ten.txt": "0123456789"])
         defer { try? FileManager.default.removeItem(at: folder) }
-        try Data("0123456789".utf8).write(to: folder.appendingPathComponent("public/ten.txt"))
         let run = try CommandRun(["--port", "0", "--log-format", "json"], in: folder)
         let base = String(run.firstLine().dropFirst("listening on ".count))
         _ = try curl(["-r", "2-5", base + "/ten.txt?x=%22q%22"])

@@ -11,8 +11,7 @@ import Testing
         #expect(certificate.certificatePEM.hasPrefix("-----BEGIN CERTIFICATE-----\n"))
         #expect(certificate.privateKeyPEM.hasPrefix("-----BEGIN PRIVATE KEY-----\n"))
 
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("self-signed-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("self-signed")
         defer { try? FileManager.default.removeItem(at: folder) }
         let certificateFile = folder.appendingPathComponent("cert.pem").path
         let keyFile = folder.appendingPathComponent("key.pem").path
@@ -104,8 +103,7 @@ import Testing
     @Test func hostsAreNormalized() throws {
         let certificate = try SelfSignedCertificate.generate(hosts: ["localhost", "[::1]", "0:0::1", "", "localhost",
                                                                      "10.1.2.3", "example.test"])
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("self-signed-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("self-signed")
         defer { try? FileManager.default.removeItem(at: folder) }
         let certificateFile = folder.appendingPathComponent("cert.pem").path
         try certificate.certificatePEM.write(toFile: certificateFile, atomically: true, encoding: .utf8)

@@ -46,8 +46,7 @@ struct TLSTests {
         let bundle = try temporaryFile("bundle.pem", try Data(contentsOf: URL(fileURLWithPath: "/etc/ssl/certs/ca-certificates.crt"))
             + Data(server.server.configuration.tls!.certificatePEM.utf8))
         let examples = try builtProduct("counterpart-examples").path
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("tls")
         defer { try? FileManager.default.removeItem(at: folder) }
         let base = server.server.baseURL.absoluteString
         let script = """

@@ -147,8 +147,7 @@ struct RangeRequestTests {
     }
 
     @Test func curlResumesAPartialDownload() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("resume-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("resume")
         defer { try? FileManager.default.removeItem(at: folder) }
         let partial = folder.appendingPathComponent("data.bin")
         try sampleData.prefix(30_000).write(to: partial)

@@ -16,9 +16,7 @@ func makeStaticServer(configure: (inout Configuration) -> Void = { _ in }) throw
         try Data().write(to: root.appendingPathComponent("empty.txt"))
         try Data("%PDF-1.4 résumé".utf8).write(to: root.appendingPathComponent("résumé 2024.pdf"))
         try Data("<video>".utf8).write(to: root.appendingPathComponent("clip.mp4"))
-        let site = root.appendingPathComponent("site")
-        try FileManager.default.createDirectory(at: site, withIntermediateDirectories: true)
-        try Data("<h1>site</h1>".utf8).write(to: site.appendingPathComponent("index.html"))
+        try Data("<h1>site</h1>".utf8).write(into: root, at: "site/index.html")
         let list = root.appendingPathComponent("list")
         try FileManager.default.createDirectory(at: list.appendingPathComponent("inner"), withIntermediateDirectories: true)
         try Data("a".utf8).write(to: list.appendingPathComponent("a.txt"))
@@ -121,12 +119,7 @@ struct StaticFileTests {
     }
 
     @Test func aFolderWithoutIndexIsListedAsJSONOnRequest() throws {
-        let result = try curl(["-H", "Accept: application/json", server.url("/list/")])
-        #expect(result.status == 200)
-        #expect(result.header("Content-Type") == "application/json")
-        let json = try result.json()
-        #expect(json["path"] as? String == "/list/")
-        let entries = try #require(json["entries"] as? [[String: Any]])
+        let entries = try jsonListing(server.url("/list/"), of: "/list/")
         #expect(entries.map { $0["name"] as? String } == ["a.txt", "b <&> c.bin", "inner"])
         #expect(entries[0]["size"] as? Int == 1)
         #expect(entries[0]["type"] as? String == "file")
@@ -136,10 +129,7 @@ struct StaticFileTests {
 
     @Test(arguments: ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "get"])
     func otherMethodsAreNotAllowed(_ method: String) throws {
-        let result = try curl(["-X", method, server.url("/hello.txt")])
-        #expect(result.status == 405)
-        #expect(result.header("Allow") == "GET, HEAD")
-        #expect(try result.json()["error"] is String)
+        try expectMethodNotAllowed(method, server.url("/hello.txt"), allow: "GET, HEAD")
     }
 
     @Test func aMissingFileIs404WithAJSONError() throws {
@@ -208,8 +198,7 @@ struct DownloadDispositionTests {
     }
 
     @Test func curlSavesUnderTheRemoteHeaderName() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dl-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try makeTemporaryFolder("dl")
         defer { try? FileManager.default.removeItem(at: folder) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")

@@ -40,6 +40,15 @@ final class TestServer: Sendable {
     func eventually(_ condition: () -> Bool) -> Bool { waitUntil(condition) }
 }
 
+extension TestServer {
+    /// A server whose root holds `files`, each at its slash-separated path.
+    convenience init(serving files: [String: Data]) throws {
+        try self.init(populate: { root in
+            for (path, data) in files { try data.write(into: root, at: path) }
+        })
+    }
+}
+
 /// Polls `condition` every 20 ms until it holds or `seconds` pass; its last value.
 func waitUntil(seconds: Double = 5, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(seconds)
@@ -48,6 +57,22 @@ func waitUntil(seconds: Double = 5, _ condition: () -> Bool) -> Bool {
         Thread.sleep(forTimeInterval: 0.02)
     }
     return condition()
+}
+
+/// A new empty folder `prefix-<UUID>` in the temporary directory; the caller removes it.
+func makeTemporaryFolder(_ prefix: String) throws -> URL {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    return folder
+}
+
+extension Data {
+    /// Writes the bytes to `path` (slash-separated) below `folder`, making the folders on the way.
+    func write(into folder: URL, at path: String) throws {
+        let file = folder.appendingPathComponent(path)
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try write(to: file)
+    }
 }
 
 /// What a curl run saw.
@@ -69,10 +94,28 @@ struct CurlResult {
     }
 }
 
+/// `method` on `url` is refused with 405, the methods the resource allows and a JSON error.
+func expectMethodNotAllowed(_ method: String, _ url: String, allow: String,
+                            sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let result = try curl(["-X", method, url])
+    #expect(result.status == 405, sourceLocation: sourceLocation)
+    #expect(result.header("Allow") == allow, sourceLocation: sourceLocation)
+    #expect(try result.json()["error"] is String, sourceLocation: sourceLocation)
+}
+
+/// The JSON listing at `url` (200, application/json, naming the folder `path`): its entries.
+func jsonListing(_ url: String, of path: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [[String: Any]] {
+    let result = try curl(["-H", "Accept: application/json", url])
+    #expect(result.status == 200, sourceLocation: sourceLocation)
+    #expect(result.header("Content-Type") == "application/json", sourceLocation: sourceLocation)
+    let json = try result.json()
+    #expect(json["path"] as? String == path, sourceLocation: sourceLocation)
+    return try #require(json["entries"] as? [[String: Any]], sourceLocation: sourceLocation)
+}
+
 /// Runs /usr/bin/curl with `arguments` and returns the response it got.
 func curl(_ arguments: [String], stdin: Data? = nil) throws -> CurlResult {
-    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("curl-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    let scratch = try makeTemporaryFolder("curl")
     defer { try? FileManager.default.removeItem(at: scratch) }
     let headerFile = scratch.appendingPathComponent("headers")
     let bodyFile = scratch.appendingPathComponent("body")

@@ -8,8 +8,7 @@ import Testing
 
 /// Writes `data` to a fresh temporary file named `name` and returns its path.
 func temporaryFile(_ name: String, _ data: Data) throws -> String {
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upload-src-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    let folder = try makeTemporaryFolder("upload-src")
     let url = folder.appendingPathComponent(name)
     try data.write(to: url)
     return url.path
@@ -208,10 +207,7 @@ struct UploadErrorTests {
 
     @Test(arguments: ["GET", "PUT", "DELETE", "PATCH", "post"])
     func otherMethodsAre405(_ method: String) throws {
-        let result = try curl(["-X", method, server.url("/upload")])
-        #expect(result.status == 405)
-        #expect(result.header("Allow") == "POST, OPTIONS")
-        #expect(try result.json()["error"] is String)
+        try expectMethodNotAllowed(method, server.url("/upload"), allow: "POST, OPTIONS")
     }
 
     @Test func optionsListsTheMethods() throws {
