@@ -8,9 +8,9 @@ public enum ContentRange: Equatable, Sendable, CustomStringConvertible {
     /// The header value.
     public var description: String {
         switch self {
-        case .satisfied(let range, let length?): return "bytes \(range.first)-\(range.last)/\(length)"
-        case .satisfied(let range, nil): return "bytes \(range.first)-\(range.last)/*"
-        case .unsatisfied(let length): return "bytes */\(length)"
+        case .satisfied(let range, let length?): return ASCII.numbers([(range.first, 0x2D), (range.last, 0x2F), (length, nil)], prefix: "bytes ")
+        case .satisfied(let range, nil): return ASCII.numbers([(range.first, 0x2D), (range.last, 0x2F)], prefix: "bytes ") + "*"
+        case .unsatisfied(let length): return ASCII.numbers([(length, nil)], prefix: "bytes */")
         }
     }
 

@@ -49,9 +49,12 @@ struct FormattingTests {
     }
 
     @Test(arguments: [UInt64(0), 1, 9, 10, 15, 16, 255, 4096, 0xdead_beef, UInt64.max, 1 << 63])
-    func hexIsWhatRadix16Writes(_ value: UInt64) {
-        #expect(ASCII.hex([(value, nil)]) == String(value, radix: 16))
-        #expect(ASCII.hex([(value, 0x2D), (7, 0x2E), (value, nil)]) == "\(String(value, radix: 16))-7.\(String(value, radix: 16))")
+    func numbersAreWhatStringRadixWrites(_ value: UInt64) {
+        for radix in [10, 16] {
+            #expect(ASCII.numbers([(value, nil)], radix: UInt64(radix)) == String(value, radix: radix))
+            #expect(ASCII.numbers([(value, 0x2D), (7, 0x2E), (value, nil)], radix: UInt64(radix), prefix: "bytes ")
+                    == "bytes \(String(value, radix: radix))-7.\(String(value, radix: radix))")
+        }
     }
 
     @Test func caseInsensitiveEqualityComparesEveryByte() {

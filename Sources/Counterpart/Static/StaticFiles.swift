@@ -68,8 +68,9 @@ struct StaticFiles: Sendable {
     /// A file's ETag. Strong: a new inode, size or nanosecond modification time makes a new tag.
     static func entityTag(of info: stat) -> EntityTag {
         let modified = Platform.modificationTime(info)
-        return EntityTag(checkedOpaque: ASCII.hex([(UInt64(info.st_ino), 0x2D), (UInt64(info.st_size), 0x2D),
-                                                  (UInt64(bitPattern: Int64(modified.tv_sec)), 0x2E), (UInt64(modified.tv_nsec), nil)]))
+        return EntityTag(checkedOpaque: ASCII.numbers([(UInt64(info.st_ino), 0x2D), (UInt64(info.st_size), 0x2D),
+                                                      (UInt64(bitPattern: Int64(modified.tv_sec)), 0x2E), (UInt64(modified.tv_nsec), nil)],
+                                                     radix: 16))
     }
 
     private func respondWithFile(head: RequestHead, file: OpenFile, info: stat, name: String) -> Response {
