@@ -24,6 +24,8 @@ final class ResumableAppend: RequestBodyReceiver {
     private let file: OpenFile
     private let checksum: (digest: MessageDigest, expected: [UInt8])?
     private let conclude: (Outcome) -> (Response, [ReceivedPart])
+    /// The request's connection, shut down when a newer request takes the upload over.
+    private let connection = WatchedConnection.current
     private var written: UInt64 = 0
     /// Of `written`, what is durable already.
     private var committed: UInt64 = 0
@@ -116,9 +118,12 @@ final class ResumableAppend: RequestBodyReceiver {
     }
 
     /// A newer request takes the upload over: this one stops here and saves what it wrote,
-    /// as if its client had left (run under the claim's lock, on the newer request's thread).
+    /// as if its client had left, and its connection is shut down: its client sees it end
+    /// at once, and libmicrohttpd ends the request as cut (run under the claim's lock, on
+    /// the newer request's thread).
     private func yieldToNewer() {
         _ = end(keepingWhatCame: true)
+        connection?.shutDown()
     }
 
     private func end(keepingWhatCame: Bool) -> Outcome {
