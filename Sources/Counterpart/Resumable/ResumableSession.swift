@@ -55,22 +55,28 @@ struct ResumableSession {
     /// answer is made, or when the action is dropped unanswered.
     func append(to upload: ResumableStore.Upload, provided offset: UInt64, recording length: UInt64? = nil, limit: UInt64,
                 declared: UInt64?, checksum: (MessageDigest, [UInt8])? = nil, takingOver: Bool, interim: [InformationalResponse] = [],
-                conclude: @escaping (ResumableAppend.Outcome) -> (Response, [ReceivedPart])) -> RequestAction {
-        let claim: ResumableStore.WriteClaim
-        switch store.claimForAppending(upload, takingOver: takingOver) {
-        case .taken(let taken): claim = taken
-        case .busy: return .respond(busy(upload))
-        case .changed(let current?): return .respond(offsetMismatch(provided: offset, current))
-        case .changed(nil): return .respond(failure(.notFound))
-        }
+                conclude: @escaping ResumableAppend.Conclusion) -> RequestAction {
+        guard let claim = store.claim(upload.id, takingOver: takingOver) else { return .respond(busy(upload)) }
+        // A request that found the upload busy a moment ago must not append to bytes it did
+        // not see, nor to an upload another request has completed or removed.
+        let current = store.current(upload.id)
+        guard current == upload else { return .respond(current.map { offsetMismatch(provided: offset, $0) } ?? failure(.notFound)) }
         do throws(ResumableStore.Failure) {
             let current = length == nil || length == upload.length ? upload : try store.update(upload.id) { $0.length = length }
-            let receiver = try ResumableAppend(store: store, claim: claim, upload: current, limit: limit, declared: declared,
-                                               maxDrainBytes: maxDrainBytes, checksum: checksum, conclude: conclude)
+            let receiver = try ResumableAppend(session: self, claim: claim, upload: current, limit: limit, declared: declared,
+                                               checksum: checksum, conclude: conclude)
             return .receiveBody(receiver, interim: interim)
         } catch {
             return .respond(failure(error, upload: upload))
         }
+    }
+
+    /// Removes the upload, unless another request is writing to it.
+    func cancel(_ upload: ResumableStore.Upload) -> Response {
+        guard let claim = store.claim(upload.id) else { return busy(upload) }
+        store.remove(upload.id)
+        claim.release()
+        return answer(204)
     }
 
     // MARK: - Answers
@@ -91,15 +97,16 @@ struct ResumableSession {
     func problem(_ status: Int, type: String, title: String, extra: [(String, JSON)] = [], headers: [HTTPField] = [],
                  upload: ResumableStore.Upload? = nil) -> Response {
         guard dialect.problemDetails else { return answer(status, error: title, headers: headers, upload: upload) }
-        var response = answer(status, headers: headers, upload: upload)
-        response = Response.json(status, .object([("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra),
-                                  headers: response.headers)
-        response.headers = response.headers.map { $0.name == "Content-Type" ? Self.problemType : $0 }
-        return response
+        return Self.problem(status, [("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra,
+                            headers: answer(status, headers: headers, upload: upload).headers)
+    }
+
+    static func problem(_ status: Int, _ members: [(String, JSON)], headers: [HTTPField] = []) -> Response {
+        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/problem+json")],
+                 body: .bytes(JSON.object(members).bytes + [0x0A]))
     }
 
     static let problemBase = "https://iana.org/assignments/http-problem-types#"
-    static let problemType = HTTPField(name: "Content-Type", value: "application/problem+json")
 
     /// Every failure of the store, as the protocol answers it.
     func failure(_ failure: ResumableStore.Failure, upload: ResumableStore.Upload? = nil) -> Response {

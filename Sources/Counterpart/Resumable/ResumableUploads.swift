@@ -110,10 +110,7 @@ struct ResumableUploads: Sendable {
         case .append(let version, let append):
             return self.append(append, to: upload, version, head)
         case .cancel(let version):
-            guard let claim = store.claim(upload.id) else { return .respond(session(version).busy(upload)) }
-            store.remove(upload.id)
-            claim.release()
-            return .respond(session(version).answer(204))
+            return .respond(session(version).cancel(upload))
         case .options(let version):
             return .respond(session(version).answer(204, headers: [Self.allowField] + optionsFields(version)))
         case .create(let version, _):
@@ -216,8 +213,6 @@ struct ResumableUploads: Sendable {
                                        + (version.hasLimits ? [limitField(upload, version)] : [])), [])
         case .checksumMismatch(let upload):
             return (session.answer(400, error: "the content does not match its digest", headers: [ResumableSession.offsetField(upload)]), [])
-        case .failed(let failure):
-            return (session.failure(failure), [])
         }
     }
 
@@ -225,12 +220,10 @@ struct ResumableUploads: Sendable {
     /// does not speak names the versions it does (problem details, RFC 9457).
     private func refusal(_ refusal: ResumableUploadRefusal, upload: ResumableStore.Upload? = nil) -> Response {
         guard let version = refusal.version else {
-            var response = Response.json(refusal.status, .object([
+            return ResumableSession.problem(refusal.status, [
                 ("title", .string(refusal.message)),
                 ("supported-versions", .array(InteropVersion.supported.map { .number(Int64($0)) })),
-            ]))
-            response.headers = response.headers.map { $0.name == "Content-Type" ? ResumableSession.problemType : $0 }
-            return response
+            ])
         }
         let session = session(version)
         var headers: [HTTPField] = []
