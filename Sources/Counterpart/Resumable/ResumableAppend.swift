@@ -36,7 +36,7 @@ final class ResumableAppend: RequestBodyReceiver {
     private(set) var receivedParts: [ReceivedPart] = []
 
     /// Appends to `upload`, taken for writing by `claim` (let go of when the answer is
-    /// made, or when this is dropped or fails to begin), from its durable offset, at most
+    /// made, or when this is dropped), from its durable offset, at most
     /// `limit` bytes; `declared` (the request's `Content-Length`) must fit on the disk.
     init(session: ResumableSession, claim: ResumableStore.WriteClaim, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?,
          checksum: (MessageDigest, [UInt8])?, conclude: @escaping Conclusion) throws(ResumableStore.Failure) {
@@ -48,13 +48,13 @@ final class ResumableAppend: RequestBodyReceiver {
         self.conclude = conclude
         try session.store.ensureRoom(for: min(declared ?? 0, limit))
         file = OpenFile(try session.store.openForAppending(upload.id, at: upload.offset))
-        claim.takeover.allow { [weak self] in self?.yieldToNewer() }
+        claim.allowTakeover { [weak self] in self?.yieldToNewer() }
     }
 
     func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
         // A request whose upload a newer one took over writes nothing more: its connection closes.
         var intake = BodyIntake.close
-        _ = claim.takeover.whileHeld { intake = write(chunk) }
+        _ = claim.whileHeld { intake = write(chunk) }
         return intake
     }
 
@@ -92,7 +92,7 @@ final class ResumableAppend: RequestBodyReceiver {
         // tus upload, processing a complete IETF one) must not race another append or a cancel.
         defer { claim.release() }
         do throws(ResumableStore.Failure) {
-            guard claim.takeover.end() else { throw .takenOver }
+            guard claim.endTakeover() else { throw .takenOver }
             let (response, parts) = try conclude(try end(keepingWhatCame: false))
             receivedParts = parts
             return response
@@ -101,10 +101,12 @@ final class ResumableAppend: RequestBodyReceiver {
         }
     }
 
+    deinit { claim.release() }
+
     func abandon() {
         // The client left: what came stays, so that it can resume after it — unless a
         // checksum was to vouch for the chunk, which now cannot be checked.
-        if claim.takeover.end() { _ = try? end(keepingWhatCame: true) }
+        if claim.endTakeover() { _ = try? end(keepingWhatCame: true) }
         claim.release()
     }
 

@@ -60,13 +60,17 @@ struct ResumableSession {
         // A request that found the upload busy a moment ago must not append to bytes it did
         // not see, nor to an upload another request has completed or removed.
         let current = store.current(upload.id)
-        guard current == upload else { return .respond(current.map { offsetMismatch(provided: offset, $0) } ?? failure(.notFound)) }
+        guard current == upload else {
+            claim.release()
+            return .respond(current.map { offsetMismatch(provided: offset, $0) } ?? failure(.notFound))
+        }
         do throws(ResumableStore.Failure) {
             let current = length == nil || length == upload.length ? upload : try store.update(upload.id) { $0.length = length }
             let receiver = try ResumableAppend(session: self, claim: claim, upload: current, limit: limit, declared: declared,
                                                checksum: checksum, conclude: conclude)
             return .receiveBody(receiver, interim: interim)
         } catch {
+            claim.release()
             return .respond(failure(error, upload: upload))
         }
     }

@@ -74,7 +74,7 @@ final class ResumableStore: Sendable {
     let limits: ResumableLimits
     let freeSpace: FreeSpace
     private let uploads = Mutex<[String: Upload]>([:])
-    fileprivate let writers = Mutex<[String: Takeover]>([:])
+    fileprivate let writers = Mutex<[String: WriteClaim]>([:])
     /// Held while an upload's state is saved (locks in this order: saving, uploads, writers).
     private let saving = Mutex(())
 
@@ -98,8 +98,7 @@ final class ResumableStore: Sendable {
             }
             // After a crash the data file may hold more than the state says: what is there,
             // synced now, is durable.
-            let data = folder + "/" + id + ".data"
-            if upload.storedName == nil, upload.answer == nil, let size = Self.syncedSize(of: data, sync: sync) {
+            if upload.storedName == nil, upload.answer == nil, let size = Self.syncedSize(of: dataPath(id), sync: sync) {
                 upload.offset = upload.length.map { min($0, size) } ?? size
             }
             loaded[id] = upload
@@ -197,35 +196,17 @@ final class ResumableStore: Sendable {
 
     // MARK: - Writing
 
-    /// The right to write to one upload, held by one request at a time. It is given back
-    /// once: when the request is done with it, or at the latest when it is dropped — a
-    /// request whose answer a fault replaced must not leave the upload taken for good.
-    final class WriteClaim {
-        let id: String
-        private let store: ResumableStore
-        /// What the store keeps of the claim (not the claim itself: it lets go when dropped).
-        let takeover = Takeover()
-
-        fileprivate init(_ id: String, _ store: ResumableStore) {
-            self.id = id
-            self.store = store
-        }
-
-        func release() {
-            store.writers.withLock { all in
-                if all[id] === takeover { all[id] = nil }
-            }
-        }
-
-        deinit { release() }
-    }
-
+    /// The right to write to one upload, held by one request at a time until it is given
+    /// back (`release`; an append gives it back at the latest when it is dropped).
+    ///
     /// While its request reads the body and has received nothing for a second, a newer
     /// request for the upload may take it over (a client whose network changed resumes on a
     /// new connection while the old one has gone silent, without a FIN): the holder's
-    /// `yield` runs under this lock — never in the middle of a write — and from then on the
-    /// old request writes nothing.
-    final class Takeover: @unchecked Sendable {
+    /// `yield` runs under the claim's lock — never in the middle of a write — and from then
+    /// on the old request writes nothing.
+    final class WriteClaim: @unchecked Sendable {
+        let id: String
+        private let store: ResumableStore
         /// Whether the upload was taken over; also the lock `yield` and `lastBytes` are set,
         /// read and run under.
         private let takenOver = Mutex(false)
@@ -234,17 +215,28 @@ final class ResumableStore: Sendable {
         /// clients writing at once still see one of them refused (423/409).
         private var lastBytes = ContinuousClock.now
 
-        /// From now until `end`, a newer request may take the upload over; `yield` stops
-        /// this request's writing first.
-        func allow(_ yield: @escaping () -> Void) {
+        fileprivate init(_ id: String, _ store: ResumableStore) {
+            self.id = id
+            self.store = store
+        }
+
+        func release() {
+            store.writers.withLock { all in
+                if all[id] === self { all[id] = nil }
+            }
+        }
+
+        /// From now until `endTakeover`, a newer request may take the upload over; `yield`
+        /// stops this request's writing first.
+        func allowTakeover(_ yield: @escaping () -> Void) {
             takenOver.withLock { _ in
                 self.yield = yield
                 lastBytes = .now
             }
         }
 
-        /// Closes the window of `allow`: false when the upload was taken over.
-        func end() -> Bool {
+        /// Closes the window of `allowTakeover`: false when the upload was taken over.
+        func endTakeover() -> Bool {
             takenOver.withLock { takenOver in
                 yield = nil
                 return !takenOver
@@ -280,30 +272,27 @@ final class ResumableStore: Sendable {
     /// `takingOver`, will not let go (it is concluding, or not reading a body).
     func claim(_ id: String, takingOver: Bool = false) -> WriteClaim? {
         let claim = WriteClaim(id, self)
-        let holder = writers.withLock { all -> Takeover? in
+        let holder = writers.withLock { all -> WriteClaim? in
             if let holder = all[id] { return holder }
-            all[id] = claim.takeover
+            all[id] = claim
             return nil
         }
         guard let holder else { return claim }
         guard takingOver, holder.takeOver() else { return nil }
         // The old holder let go as it saved its offset (or is still listed): the upload is this
         // request's, unless a third one got in between.
-        let taken = writers.withLock { all -> Bool in
-            guard all[id] == nil || all[id] === holder else { return false }
-            all[id] = claim.takeover
-            return true
+        return writers.withLock { all -> WriteClaim? in
+            guard all[id] == nil || all[id] === holder else { return nil }
+            all[id] = claim
+            return claim
         }
-        return taken ? claim : nil
     }
 
     /// Before an offset is told (HEAD): a writer gone silent is made to let go and save
     /// what it wrote, so that the offset is where the client resumes.
     func takeOverIfSilent(_ id: String) {
         guard let holder = writers.withLock({ $0[id] }), holder.takeOver() else { return }
-        writers.withLock { all in
-            if all[id] === holder { all[id] = nil }
-        }
+        holder.release()
     }
 
     /// The upload as it stands, expired or not: what a claim checks it against.

@@ -104,8 +104,7 @@ struct ResumableUploads: Sendable {
         }
         switch request {
         case .offset(let version):
-            guard ResumableSession.takesOver(head) else { return .respond(offset(of: upload, version)) }
-            store.takeOverIfSilent(upload.id)
+            if ResumableSession.takesOver(head) { store.takeOverIfSilent(upload.id) }
             return .respond(offset(of: (try? store.upload(upload.id)) ?? upload, version))
         case .append(let version, let append):
             return self.append(append, to: upload, version, head)
@@ -239,15 +238,11 @@ struct ResumableUploads: Sendable {
         return response
     }
 
+    /// `Upload-Limit: max-size=N, max-age=S` (`expires=S` in version 6): the size this server
+    /// takes and the seconds the upload has left (a new one: the whole expiry).
     private func limitField(_ upload: ResumableStore.Upload?, _ version: InteropVersion) -> HTTPField {
-        HTTPField(name: "Upload-Limit", value: limitValue(upload, version))
-    }
-
-    /// `max-size=N, max-age=S` (`expires=S` in version 6): the size this server takes and
-    /// the seconds the upload has left (a new one: the whole expiry).
-    private func limitValue(_ upload: ResumableStore.Upload?, _ version: InteropVersion) -> String {
         let remaining = upload.map { max(0, $0.expiresAt - Int64(time(nil))) } ?? Int64(store.limits.expirySeconds)
-        return "max-size=\(maxSize), \(version.lifetimeKey)=\(remaining)"
+        return HTTPField(name: "Upload-Limit", value: "max-size=\(maxSize), \(version.lifetimeKey)=\(remaining)")
     }
 
     private func absoluteURL(of id: String, _ head: RequestHead) -> String {

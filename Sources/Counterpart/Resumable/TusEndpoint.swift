@@ -104,10 +104,7 @@ struct TusEndpoint: Sendable {
     // MARK: - Core
 
     private func status(of upload: ResumableStore.Upload) -> Response {
-        var headers = [
-            HTTPField(name: "Upload-Offset", value: String(upload.offset)),
-            HTTPField(name: "Cache-Control", value: "no-store"),
-        ]
+        var headers = [ResumableSession.offsetField(upload), HTTPField(name: "Cache-Control", value: "no-store")]
         headers.append(upload.length.map { HTTPField(name: "Upload-Length", value: String($0)) }
             ?? HTTPField(name: "Upload-Defer-Length", value: "1"))
         if !upload.metadata.isEmpty {
