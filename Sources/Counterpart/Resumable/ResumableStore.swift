@@ -323,8 +323,7 @@ final class ResumableStore: Sendable {
         }
     }
 
-    /// Writes all of `bytes` to `file`: a short write goes on where it stopped, an
-    /// interrupted one is tried again, any other error is the failure (507 for a full disk).
+    /// `POSIX.writeAll`, its failure as the store's (507 for a full disk).
     static func writeAll(_ file: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) {
         do {
             try POSIX.writeAll(file, bytes)

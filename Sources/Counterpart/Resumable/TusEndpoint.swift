@@ -10,7 +10,6 @@ struct TusEndpoint: Sendable {
     let maxSize: UInt64
     let maxDrainBytes: UInt64
 
-    static let version = TusRequest.version
     static let extensions = "creation,creation-with-upload,creation-defer-length,termination,checksum,expiration,concatenation"
     static let checksumAlgorithms = MessageDigest.Algorithm.allCases.map(\.rawValue).joined(separator: ",")
     static let digestLengths = Dictionary(uniqueKeysWithValues: MessageDigest.Algorithm.allCases.map { ($0.rawValue, $0.byteCount) })
@@ -45,7 +44,7 @@ struct TusEndpoint: Sendable {
 
     private func refusal(_ refusal: TusRefusal) -> Response {
         switch refusal {
-        case .versionMismatch: answer(refusal.status, error: refusal.message, headers: [HTTPField(name: "Tus-Version", value: Self.version)])
+        case .versionMismatch: answer(refusal.status, error: refusal.message, headers: [HTTPField(name: "Tus-Version", value: TusRequest.version)])
         case .methodNotAllowed(_, let allowed):
             answer(refusal.status, error: refusal.message, headers: [HTTPField(name: "Allow", value: allowed.joined(separator: ", "))])
         default: answer(refusal.status, error: refusal.message)
@@ -54,7 +53,7 @@ struct TusEndpoint: Sendable {
 
     private func options() -> Response {
         answer(204, headers: [
-            HTTPField(name: "Tus-Version", value: Self.version),
+            HTTPField(name: "Tus-Version", value: TusRequest.version),
             HTTPField(name: "Tus-Extension", value: Self.extensions),
             HTTPField(name: "Tus-Max-Size", value: String(maxSize)),
             HTTPField(name: "Tus-Checksum-Algorithm", value: Self.checksumAlgorithms),
