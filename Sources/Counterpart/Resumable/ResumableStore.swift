@@ -362,7 +362,6 @@ final class ResumableStore: Sendable {
         return UInt64(info.st_size)
     }
 
-    /// 32 hex digits from the system's random generator.
     private static func newIdentifier() -> String {
         var generator = SystemRandomNumberGenerator()
         return String(format: "%016llx%016llx", generator.next() as UInt64, generator.next() as UInt64)
