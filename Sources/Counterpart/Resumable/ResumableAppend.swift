@@ -47,7 +47,7 @@ final class ResumableAppend: RequestBodyReceiver {
         self.checksum = checksum.map { ($0.0, $0.1) }
         self.conclude = conclude
         try session.store.ensureRoom(for: min(declared ?? 0, limit))
-        file = OpenFile(try session.store.openForAppending(upload.id, at: upload.offset))
+        file = try session.store.openForAppending(upload.id, at: upload.offset)
         claim.allowTakeover { [weak self] in self?.yieldToNewer() }
     }
 

@@ -301,14 +301,12 @@ final class ResumableStore: Sendable {
     }
 
     /// Opens the data file to append at `offset` (what was durable).
-    func openForAppending(_ id: String, at offset: UInt64) throws(Failure) -> Int32 {
-        let file = open(dataPath(id), O_WRONLY | O_CLOEXEC)
-        guard file >= 0 else { throw .io("cannot open the upload's file: \(FileSystem.lastError())") }
+    func openForAppending(_ id: String, at offset: UInt64) throws(Failure) -> OpenFile {
+        let file = OpenFile(open(dataPath(id), O_WRONLY | O_CLOEXEC))
+        guard file.borrowed >= 0 else { throw .io("cannot open the upload's file: \(FileSystem.lastError())") }
         // Bytes past the durable offset were never acknowledged: they go.
-        guard ftruncate(file, off_t(offset)) == 0, lseek(file, off_t(offset), SEEK_SET) >= 0 else {
-            let reason = FileSystem.lastError()
-            close(file)
-            throw .io("cannot prepare the upload's file: \(reason)")
+        guard ftruncate(file.borrowed, off_t(offset)) == 0, lseek(file.borrowed, off_t(offset), SEEK_SET) >= 0 else {
+            throw .io("cannot prepare the upload's file: \(FileSystem.lastError())")
         }
         return file
     }
@@ -354,11 +352,9 @@ final class ResumableStore: Sendable {
     }
 
     private static func syncedSize(of path: String, sync: SyncMode) -> UInt64? {
-        let file = open(path, O_RDONLY | O_CLOEXEC)
-        guard file >= 0 else { return nil }
-        defer { close(file) }
+        let file = OpenFile(open(path, O_RDONLY | O_CLOEXEC))
         var info = stat()
-        guard sync.syncFile(file), fstat(file, &info) == 0 else { return nil }
+        guard file.borrowed >= 0, sync.syncFile(file.borrowed), fstat(file.borrowed, &info) == 0 else { return nil }
         return UInt64(info.st_size)
     }
 

@@ -93,7 +93,7 @@ struct TusEndpoint: Sendable {
             total = sum
         }
         var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)), owner: owner)
-        let file = OpenFile(try store.openForAppending(final.id, at: 0))
+        let file = try store.openForAppending(final.id, at: 0)
         for part in parts { try Self.copy(store.dataPath(part.id), to: file.borrowed) }
         final = try store.commitWrite(final.id, file: file.borrowed, offset: total)
         final = try finish(final)
