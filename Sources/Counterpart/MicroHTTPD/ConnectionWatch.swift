@@ -130,9 +130,8 @@ final class WatchedConnection: Sendable {
     let waitingSince: Atomic<Int>
     private let file = Mutex<FileBeingSent?>(nil)
     /// False once libmicrohttpd has said the connection closed, which it does before it
-    /// closes the socket (`MHD_cleanup_connections` in daemon.c calls the close notification,
-    /// then `MHD_socket_close_chk_`): the socket is shut down only under this lock while it
-    /// is true, so never after its number may have been reused.
+    /// closes the socket: the socket is shut down only under this lock while it is true, so
+    /// never after its number may have been reused.
     private let isOpen = Mutex(true)
 
     init(socket: Int32, client: String, overLimit: Bool) {
