@@ -53,6 +53,7 @@ final class ConnectionWatch: Sendable {
     /// holds when that is over the limit (the request is then refused), nil otherwise.
     func headArrived(_ connection: WatchedConnection) -> Int? {
         connection.waitingSince.store(WatchedConnection.notWaiting, ordering: .relaxed)
+        WatchedConnection.setCurrent(connection)
         guard connection.overLimit else { return nil }
         return state.withLock { $0.perClient[connection.client] }
     }
@@ -68,11 +69,14 @@ final class ConnectionWatch: Sendable {
     func requestEnded(_ connection: WatchedConnection) {
         connection.waitingSince.store(Self.now(), ordering: .relaxed)
         connection.replaceFile(with: nil)
+        if WatchedConnection.current === connection { WatchedConnection.setCurrent(nil) }
     }
 
     /// The connection is closing. libmicrohttpd says so before it closes the socket, so a
-    /// socket in this table is never one that has been reused for another connection.
+    /// socket in this table, or not yet marked closed, is never one that has been reused
+    /// for another connection.
     func closed(_ connection: WatchedConnection) {
+        connection.markClosed()
         state.withLock { state in
             guard state.connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
             let count = state.perClient[connection.client, default: 1] - 1
@@ -91,10 +95,10 @@ final class ConnectionWatch: Sendable {
             for connection in state.connections.values {
                 let since = connection.waitingSince.load(ordering: .relaxed)
                 if headTimeout > 0, since != WatchedConnection.notWaiting, since <= deadline {
-                    shutdown(connection.socket, Int32(SHUT_RDWR))
+                    connection.shutDown()
                     connection.waitingSince.store(WatchedConnection.notWaiting, ordering: .relaxed)
                 }
-                if connection.fileHasShrunk() { shutdown(connection.socket, Int32(SHUT_RDWR)) }
+                if connection.fileHasShrunk() { connection.shutDown() }
             }
         }
     }
@@ -125,12 +129,42 @@ final class WatchedConnection: Sendable {
     /// `notWaiting` while a request is in progress.
     let waitingSince: Atomic<Int>
     private let file = Mutex<FileBeingSent?>(nil)
+    /// False once libmicrohttpd has said the connection closed, which it does before it
+    /// closes the socket: the socket is shut down only under this lock while it is true, so
+    /// never after its number may have been reused.
+    private let isOpen = Mutex(true)
 
     init(socket: Int32, client: String, overLimit: Bool) {
         self.socket = socket
         self.client = client
         self.overLimit = overLimit
         waitingSince = Atomic(ConnectionWatch.now())
+    }
+
+    /// Shuts the socket down, if the connection is still open: libmicrohttpd's poll sees its
+    /// end, and cleans the connection up as for a client that left (its request ends cut).
+    func shutDown() {
+        isOpen.withLock { open in
+            if open { _ = shutdown(socket, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    fileprivate func markClosed() {
+        isOpen.withLock { $0 = false }
+    }
+
+    /// The connection whose request this thread is handling: set as the request's head
+    /// arrives, for the handler that runs next on this thread (which is given the head
+    /// alone), cleared when the request ends. An upload that a newer request may take over
+    /// keeps it, to shut it down then.
+    static var current: WatchedConnection? {
+        pthread_getspecific(currentKey).map { Unmanaged<WatchedConnection>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    fileprivate static func setCurrent(_ connection: WatchedConnection?) {
+        let old = pthread_getspecific(currentKey)
+        pthread_setspecific(currentKey, connection.map { Unmanaged.passRetained($0).toOpaque() })
+        if let old { Unmanaged<WatchedConnection>.fromOpaque(old).release() }
     }
 
     func replaceFile(with new: FileBeingSent?) {
@@ -152,4 +186,15 @@ final class WatchedConnection: Sendable {
             return true
         }
     }
+}
+
+/// The thread-local slot of `WatchedConnection.current`; a thread that ends lets go of it.
+private let currentKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key) { releaseCurrent($0) }
+    return key
+}()
+
+private func releaseCurrent(_ pointer: UnsafeMutableRawPointer?) {
+    if let pointer { Unmanaged<WatchedConnection>.fromOpaque(pointer).release() }
 }

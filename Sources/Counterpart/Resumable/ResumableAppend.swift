@@ -3,7 +3,7 @@
 /// (a chunk that does not match is cut off again). What happens once the bytes are in —
 /// the answer, finishing a complete upload — is the protocol's, given as `conclude`.
 final class ResumableAppend: RequestBodyReceiver {
-    /// How the request ended.
+    /// How the bytes went in (a failure is thrown instead).
     enum Outcome {
         /// The bytes are in; the upload as it now stands.
         case appended(ResumableStore.Upload)
@@ -11,19 +11,21 @@ final class ResumableAppend: RequestBodyReceiver {
         case checksumMismatch(ResumableStore.Upload)
         /// More bytes came than the upload may hold; they were discarded.
         case tooLarge(ResumableStore.Upload, limit: UInt64)
-        /// The bytes since the last sync were dropped.
-        case failed(ResumableStore.Failure)
     }
 
-    private let store: ResumableStore
+    typealias Conclusion = (Outcome) throws(ResumableStore.Failure) -> (Response, [ReceivedPart])
+
+    private let session: ResumableSession
+    private var store: ResumableStore { session.store }
     private let claim: ResumableStore.WriteClaim
     private var id: String { claim.id }
     private let start: UInt64
     private let limit: UInt64
-    private let maxDrainBytes: UInt64
     private let file: OpenFile
     private let checksum: (digest: MessageDigest, expected: [UInt8])?
-    private let conclude: (Outcome) -> (Response, [ReceivedPart])
+    private let conclude: Conclusion
+    /// The request's connection, shut down when a newer request takes the upload over.
+    private let connection = WatchedConnection.current
     private var written: UInt64 = 0
     /// Of `written`, what is durable already.
     private var committed: UInt64 = 0
@@ -34,20 +36,18 @@ final class ResumableAppend: RequestBodyReceiver {
     private(set) var receivedParts: [ReceivedPart] = []
 
     /// Appends to `upload`, taken for writing by `claim` (let go of when the answer is
-    /// made, or when this is dropped or fails to begin), from its durable offset, at most
+    /// made, or when this is dropped), from its durable offset, at most
     /// `limit` bytes; `declared` (the request's `Content-Length`) must fit on the disk.
-    init(store: ResumableStore, claim: ResumableStore.WriteClaim, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?,
-         maxDrainBytes: UInt64, checksum: (MessageDigest, [UInt8])?,
-         conclude: @escaping (Outcome) -> (Response, [ReceivedPart])) throws(ResumableStore.Failure) {
-        self.store = store
+    init(session: ResumableSession, claim: ResumableStore.WriteClaim, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?,
+         checksum: (MessageDigest, [UInt8])?, conclude: @escaping Conclusion) throws(ResumableStore.Failure) {
+        self.session = session
         self.claim = claim
         start = upload.offset
         self.limit = limit
-        self.maxDrainBytes = maxDrainBytes
         self.checksum = checksum.map { ($0.0, $0.1) }
         self.conclude = conclude
-        try store.ensureRoom(for: min(declared ?? 0, limit))
-        file = OpenFile(try store.openForAppending(upload.id, at: upload.offset))
+        try session.store.ensureRoom(for: min(declared ?? 0, limit))
+        file = try session.store.openForAppending(upload.id, at: upload.offset)
         claim.allowTakeover { [weak self] in self?.yieldToNewer() }
     }
 
@@ -61,35 +61,25 @@ final class ResumableAppend: RequestBodyReceiver {
     private func write(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
         guard failure == nil, written + UInt64(chunk.count) <= limit else {
             discarded += UInt64(chunk.count)
-            return discarded <= maxDrainBytes ? .consumed : .close
+            return discarded <= session.maxDrainBytes ? .consumed : .close
         }
-        if written - checkedSpaceAt >= FreeSpace.checkInterval {
-            do throws(ResumableStore.Failure) {
+        do throws(ResumableStore.Failure) {
+            if written - checkedSpaceAt >= FreeSpace.checkInterval {
                 try store.ensureRoom(for: UInt64(chunk.count))
                 checkedSpaceAt = written
-            } catch {
-                failure = error
-                return .consumed
             }
-        }
-        checksum?.digest.update(chunk)
-        do throws(ResumableStore.Failure) {
+            checksum?.digest.update(chunk)
             try ResumableStore.writeAll(file.borrowed, chunk)
-        } catch {
-            failure = error
-            return .consumed
-        }
-        written += UInt64(chunk.count)
-        // A long request moves the durable offset as it goes, so that a client that
-        // loses its connection resumes near where it was — unless a checksum must vouch
-        // for the whole chunk first.
-        if checksum == nil, written - committed >= Self.commitInterval {
-            do throws(ResumableStore.Failure) {
+            written += UInt64(chunk.count)
+            // A long request moves the durable offset as it goes, so that a client that
+            // loses its connection resumes near where it was — unless a checksum must vouch
+            // for the whole chunk first.
+            if checksum == nil, written - committed >= Self.commitInterval {
                 _ = try store.commitWrite(id, file: file.borrowed, offset: start + written)
                 committed = written
-            } catch {
-                failure = error
             }
+        } catch {
+            failure = error
         }
         return .consumed
     }
@@ -101,51 +91,58 @@ final class ResumableAppend: RequestBodyReceiver {
         // The upload stays taken until the answer is made: concluding (storing a complete
         // tus upload, processing a complete IETF one) must not race another append or a cancel.
         defer { claim.release() }
-        guard claim.endTakeover() else { return conclude(.failed(.takenOver)).0 }
-        let outcome = end(keepingWhatCame: false)
-        let (response, parts) = conclude(outcome)
-        receivedParts = parts
-        return response
+        do throws(ResumableStore.Failure) {
+            guard claim.endTakeover() else { throw .takenOver }
+            let (response, parts) = try conclude(try end(keepingWhatCame: false))
+            receivedParts = parts
+            return response
+        } catch {
+            return session.failure(error)
+        }
     }
+
+    deinit { claim.release() }
 
     func abandon() {
         // The client left: what came stays, so that it can resume after it — unless a
         // checksum was to vouch for the chunk, which now cannot be checked.
-        if claim.endTakeover() { _ = end(keepingWhatCame: true) }
+        if claim.endTakeover() { _ = try? end(keepingWhatCame: true) }
         claim.release()
     }
 
     /// A newer request takes the upload over: this one stops here and saves what it wrote,
-    /// as if its client had left (run under the claim's lock, on the newer request's thread).
+    /// as if its client had left, and its connection is shut down: its client sees it end
+    /// at once, and libmicrohttpd ends the request as cut (run under the claim's lock, on
+    /// the newer request's thread).
     private func yieldToNewer() {
-        _ = end(keepingWhatCame: true)
+        _ = try? end(keepingWhatCame: true)
+        connection?.shutDown()
     }
 
-    private func end(keepingWhatCame: Bool) -> Outcome {
-        guard !ended else { return .failed(.io("the request ended twice")) }
+    private func end(keepingWhatCame: Bool) throws(ResumableStore.Failure) -> Outcome {
+        guard !ended else { throw .io("the request ended twice") }
         ended = true
         if let failure {
-            ResumableStore.truncate(file.borrowed, to: start + committed)
-            return .failed(failure)
+            truncate(to: start + committed)
+            throw failure
         }
-        do throws(ResumableStore.Failure) {
-            if discarded > 0 {
-                ResumableStore.truncate(file.borrowed, to: start + committed)
-                return .tooLarge(try store.commitWrite(id, file: file.borrowed, offset: start + committed), limit: limit)
-            }
-            if let checksum {
-                guard !keepingWhatCame, checksum.digest.finish() == checksum.expected else {
-                    ResumableStore.truncate(file.borrowed, to: start)
-                    return .checksumMismatch(try store.commitWrite(id, file: file.borrowed, offset: start))
-                }
-            }
-            // A client that left resumes with a HEAD then a PATCH: the offset it reads must come
-            // with the upload free to write (otherwise 409/423 by a hair), so the commit lets go
-            // of it. A request that goes on to conclude keeps it until it has answered.
-            return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written,
-                                                   releasing: keepingWhatCame ? claim : nil))
-        } catch {
-            return .failed(error)
+        if discarded > 0 {
+            truncate(to: start + committed)
+            return .tooLarge(try store.commitWrite(id, file: file.borrowed, offset: start + committed), limit: limit)
         }
+        if let checksum, keepingWhatCame || checksum.digest.finish() != checksum.expected {
+            truncate(to: start)
+            return .checksumMismatch(try store.commitWrite(id, file: file.borrowed, offset: start))
+        }
+        // A client that left resumes with a HEAD then a PATCH: the offset it reads must come
+        // with the upload free to write (otherwise 409/423 by a hair), so the commit lets go
+        // of it. A request that goes on to conclude keeps it until it has answered.
+        return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written,
+                                               releasing: keepingWhatCame ? claim : nil))
+    }
+
+    /// Cuts the data file back to `offset` (a rejected chunk).
+    private func truncate(to offset: UInt64) {
+        _ = ftruncate(file.borrowed, off_t(offset))
     }
 }

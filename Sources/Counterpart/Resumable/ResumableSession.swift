@@ -24,14 +24,9 @@ enum ResumableDialect: Equatable {
     /// `423 Locked` is WebDAV's (RFC 4918 §11.3), which tus adopted; the drafts say `409`.
     var busyStatus: Int { self == .tus ? 423 : 409 }
 
-    var offsetOnFailures: Bool {
-        if case .ietf(let version) = self { return version.offsetInAnswers }
-        return false
-    }
-
-    var problemDetails: Bool {
-        if case .ietf(let version) = self { return version.hasLimits }
-        return false
+    var version: InteropVersion? {
+        if case .ietf(let version) = self { return version }
+        return nil
     }
 }
 
@@ -53,24 +48,34 @@ struct ResumableSession {
     /// bytes, recording `length` first when it changes; `conclude` makes the answer once the
     /// bytes are in, while the upload is still held. The claim is given back when the
     /// answer is made, or when the action is dropped unanswered.
-    func append(to upload: ResumableStore.Upload, provided offset: UInt64, recording length: UInt64? = nil, limit: UInt64,
+    func append(to upload: ResumableStore.Upload, recording length: UInt64? = nil, limit: UInt64,
                 declared: UInt64?, checksum: (MessageDigest, [UInt8])? = nil, takingOver: Bool, interim: [InformationalResponse] = [],
-                conclude: @escaping (ResumableAppend.Outcome) -> (Response, [ReceivedPart])) -> RequestAction {
-        let claim: ResumableStore.WriteClaim
-        switch store.claimForAppending(upload, takingOver: takingOver) {
-        case .taken(let taken): claim = taken
-        case .busy: return .respond(busy(upload))
-        case .changed(let current?): return .respond(offsetMismatch(provided: offset, current))
-        case .changed(nil): return .respond(failure(.notFound))
+                conclude: @escaping ResumableAppend.Conclusion) -> RequestAction {
+        guard let claim = store.claim(upload.id, takingOver: takingOver) else { return .respond(busy(upload)) }
+        // A request that found the upload busy a moment ago must not append to bytes it did
+        // not see, nor to an upload another request has completed or removed.
+        let current = store.current(upload.id)
+        guard current == upload else {
+            claim.release()
+            return .respond(current.map { offsetMismatch(provided: upload.offset, $0) } ?? failure(.notFound))
         }
         do throws(ResumableStore.Failure) {
             let current = length == nil || length == upload.length ? upload : try store.update(upload.id) { $0.length = length }
-            let receiver = try ResumableAppend(store: store, claim: claim, upload: current, limit: limit, declared: declared,
-                                               maxDrainBytes: maxDrainBytes, checksum: checksum, conclude: conclude)
+            let receiver = try ResumableAppend(session: self, claim: claim, upload: current, limit: limit, declared: declared,
+                                               checksum: checksum, conclude: conclude)
             return .receiveBody(receiver, interim: interim)
         } catch {
+            claim.release()
             return .respond(failure(error, upload: upload))
         }
+    }
+
+    /// Removes the upload, unless another request is writing to it.
+    func cancel(_ upload: ResumableStore.Upload) -> Response {
+        guard let claim = store.claim(upload.id) else { return busy(upload) }
+        store.remove(upload.id)
+        claim.release()
+        return answer(204)
     }
 
     // MARK: - Answers
@@ -79,7 +84,7 @@ struct ResumableSession {
     /// active one, adds its `Upload-Offset` where the protocol wants it on every answer.
     func answer(_ status: Int, error: String? = nil, headers: [HTTPField] = [], upload: ResumableStore.Upload? = nil) -> Response {
         var all = [dialect.commonField] + headers
-        if let upload, dialect.offsetOnFailures, !all.contains(where: { $0.name == "Upload-Offset" }) {
+        if let upload, dialect.version?.offsetInAnswers == true, !all.contains(where: { $0.name == "Upload-Offset" }) {
             all.append(Self.offsetField(upload))
         }
         if let error { return Response.error(status, error, headers: all) }
@@ -90,16 +95,17 @@ struct ResumableSession {
     /// the protocol has them; a plain JSON error otherwise.
     func problem(_ status: Int, type: String, title: String, extra: [(String, JSON)] = [], headers: [HTTPField] = [],
                  upload: ResumableStore.Upload? = nil) -> Response {
-        guard dialect.problemDetails else { return answer(status, error: title, headers: headers, upload: upload) }
-        var response = answer(status, headers: headers, upload: upload)
-        response = Response.json(status, .object([("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra),
-                                  headers: response.headers)
-        response.headers = response.headers.map { $0.name == "Content-Type" ? Self.problemType : $0 }
-        return response
+        guard dialect.version?.hasLimits == true else { return answer(status, error: title, headers: headers, upload: upload) }
+        return Self.problem(status, [("type", .string(Self.problemBase + type)), ("title", .string(title))] + extra,
+                            headers: answer(status, headers: headers, upload: upload).headers)
+    }
+
+    static func problem(_ status: Int, _ members: [(String, JSON)], headers: [HTTPField] = []) -> Response {
+        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/problem+json")],
+                 body: .bytes(JSON.object(members).bytes + [0x0A]))
     }
 
     static let problemBase = "https://iana.org/assignments/http-problem-types#"
-    static let problemType = HTTPField(name: "Content-Type", value: "application/problem+json")
 
     /// Every failure of the store, as the protocol answers it.
     func failure(_ failure: ResumableStore.Failure, upload: ResumableStore.Upload? = nil) -> Response {
@@ -121,7 +127,7 @@ struct ResumableSession {
 
     /// 409: the request's `Upload-Offset` is not where `upload` is (now).
     func offsetMismatch(provided: UInt64, _ upload: ResumableStore.Upload) -> Response {
-        guard case .ietf(let version) = dialect else {
+        guard let version = dialect.version else {
             return answer(409, error: "Upload-Offset is \(provided) but the upload is at \(upload.offset)", headers: [Self.offsetField(upload)])
         }
         return problem(409, type: "mismatching-upload-offset", title: "offset from request does not match offset of resource",

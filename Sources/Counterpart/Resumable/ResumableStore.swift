@@ -74,7 +74,7 @@ final class ResumableStore: Sendable {
     let limits: ResumableLimits
     let freeSpace: FreeSpace
     private let uploads = Mutex<[String: Upload]>([:])
-    fileprivate let writers = Mutex<[String: Holder]>([:])
+    fileprivate let writers = Mutex<[String: WriteClaim]>([:])
     /// Held while an upload's state is saved (locks in this order: saving, uploads, writers).
     private let saving = Mutex(())
 
@@ -98,8 +98,7 @@ final class ResumableStore: Sendable {
             }
             // After a crash the data file may hold more than the state says: what is there,
             // synced now, is durable.
-            let data = folder + "/" + id + ".data"
-            if upload.storedName == nil, upload.answer == nil, let size = Self.syncedSize(of: data, sync: sync) {
+            if upload.storedName == nil, upload.answer == nil, let size = Self.syncedSize(of: dataPath(id), sync: sync) {
                 upload.offset = upload.length.map { min($0, size) } ?? size
             }
             loaded[id] = upload
@@ -189,7 +188,7 @@ final class ResumableStore: Sendable {
     func removeExpired() -> Int {
         let now = Int64(time(nil))
         let expired = uploads.withLock { all in
-            all.values.filter { $0.expiresAt <= now && !isWriting($0.id) }.map(\.id)
+            all.values.filter { upload in upload.expiresAt <= now && writers.withLock { $0[upload.id] == nil } }.map(\.id)
         }
         for id in expired { remove(id) }
         return expired.count
@@ -197,48 +196,17 @@ final class ResumableStore: Sendable {
 
     // MARK: - Writing
 
-    /// The right to write to one upload, held by one request at a time. It is given back
-    /// once: when the request is done with it, or at the latest when it is dropped — a
-    /// request whose answer a fault replaced must not leave the upload taken for good.
+    /// The right to write to one upload, held by one request at a time until it is given
+    /// back (`release`; an append gives it back at the latest when it is dropped).
     ///
     /// While its request reads the body and has received nothing for a second, a newer
     /// request for the upload may take it over (a client whose network changed resumes on a
     /// new connection while the old one has gone silent, without a FIN): the holder's
     /// `yield` runs under the claim's lock — never in the middle of a write — and from then
     /// on the old request writes nothing.
-    final class WriteClaim {
+    final class WriteClaim: @unchecked Sendable {
         let id: String
         private let store: ResumableStore
-        fileprivate let takeover = Takeover()
-
-        fileprivate init(_ id: String, _ store: ResumableStore) {
-            self.id = id
-            self.store = store
-        }
-
-        /// From now until `endTakeover`, a newer request may take the upload over; `yield`
-        /// stops this request's writing first.
-        func allowTakeover(_ yield: @escaping () -> Void) { takeover.allow(yield) }
-
-        /// Closes the window of `allowTakeover`: false when the upload was taken over.
-        func endTakeover() -> Bool { takeover.end() }
-
-        /// Runs `write` unless the upload was taken over (false then), never while a takeover runs.
-        func whileHeld(_ write: () -> Void) -> Bool { takeover.whileHeld(write) }
-
-        func release() {
-            let token = ObjectIdentifier(self)
-            store.writers.withLock { all in
-                if all[id]?.token == token { all[id] = nil }
-            }
-        }
-
-        deinit { release() }
-    }
-
-    /// The part of a claim the store keeps (the claim itself it must not keep: it lets go
-    /// when dropped).
-    fileprivate final class Takeover: @unchecked Sendable {
         /// Whether the upload was taken over; also the lock `yield` and `lastBytes` are set,
         /// read and run under.
         private let takenOver = Mutex(false)
@@ -247,20 +215,35 @@ final class ResumableStore: Sendable {
         /// clients writing at once still see one of them refused (423/409).
         private var lastBytes = ContinuousClock.now
 
-        func allow(_ yield: @escaping () -> Void) {
+        fileprivate init(_ id: String, _ store: ResumableStore) {
+            self.id = id
+            self.store = store
+        }
+
+        func release() {
+            store.writers.withLock { all in
+                if all[id] === self { all[id] = nil }
+            }
+        }
+
+        /// From now until `endTakeover`, a newer request may take the upload over; `yield`
+        /// stops this request's writing first.
+        func allowTakeover(_ yield: @escaping () -> Void) {
             takenOver.withLock { _ in
                 self.yield = yield
                 lastBytes = .now
             }
         }
 
-        func end() -> Bool {
+        /// Closes the window of `allowTakeover`: false when the upload was taken over.
+        func endTakeover() -> Bool {
             takenOver.withLock { takenOver in
                 yield = nil
                 return !takenOver
             }
         }
 
+        /// Runs `write` unless the upload was taken over (false then), never while a takeover runs.
         func whileHeld(_ write: () -> Void) -> Bool {
             takenOver.withLock { takenOver in
                 guard !takenOver else { return false }
@@ -270,7 +253,7 @@ final class ResumableStore: Sendable {
             }
         }
 
-        func takeOver() -> Bool {
+        fileprivate func takeOver() -> Bool {
             takenOver.withLock { takenOver in
                 guard !takenOver, let yield, ContinuousClock.now - lastBytes >= ResumableStore.silenceBeforeTakeover else { return false }
                 yield()
@@ -285,81 +268,45 @@ final class ResumableStore: Sendable {
     /// request may take the upload over.
     static let silenceBeforeTakeover = Duration.seconds(1)
 
-    /// Who holds an upload.
-    fileprivate struct Holder {
-        let token: ObjectIdentifier
-        let takeover: Takeover
-
-        init(_ claim: WriteClaim) {
-            token = ObjectIdentifier(claim)
-            takeover = claim.takeover
-        }
-    }
-
     /// Takes the upload for writing; nil when another request is writing to it and, with
     /// `takingOver`, will not let go (it is concluding, or not reading a body).
     func claim(_ id: String, takingOver: Bool = false) -> WriteClaim? {
         let claim = WriteClaim(id, self)
-        let entry = Holder(claim)
-        let holder = writers.withLock { all -> Holder? in
+        let holder = writers.withLock { all -> WriteClaim? in
             if let holder = all[id] { return holder }
-            all[id] = entry
+            all[id] = claim
             return nil
         }
         guard let holder else { return claim }
-        guard takingOver, holder.takeover.takeOver() else { return nil }
+        guard takingOver, holder.takeOver() else { return nil }
         // The old holder let go as it saved its offset (or is still listed): the upload is this
         // request's, unless a third one got in between.
-        let taken = writers.withLock { all -> Bool in
-            guard all[id] == nil || all[id]?.token == holder.token else { return false }
-            all[id] = entry
-            return true
+        return writers.withLock { all -> WriteClaim? in
+            guard all[id] == nil || all[id] === holder else { return nil }
+            all[id] = claim
+            return claim
         }
-        return taken ? claim : nil
     }
 
     /// Before an offset is told (HEAD): a writer gone silent is made to let go and save
     /// what it wrote, so that the offset is where the client resumes.
     func takeOverIfSilent(_ id: String) {
-        guard let holder = writers.withLock({ $0[id] }), holder.takeover.takeOver() else { return }
-        writers.withLock { all in
-            if all[id]?.token == holder.token { all[id] = nil }
-        }
+        guard let holder = writers.withLock({ $0[id] }), holder.takeOver() else { return }
+        holder.release()
     }
 
-    /// How taking an upload to append to it went.
-    enum AppendClaim {
-        case taken(WriteClaim)
-        /// Another request is writing to it.
-        case busy
-        /// It is no longer as the request saw it (another request appended, completed or
-        /// removed it while this one was deciding): nil when it is gone.
-        case changed(Upload?)
-    }
-
-    /// Takes the upload for writing, if no other request is writing to it and it is still
-    /// as `seen`: a request that found it busy a moment ago must not append to bytes it did
-    /// not see, nor to an upload another request has completed.
-    func claimForAppending(_ seen: Upload, takingOver: Bool) -> AppendClaim {
-        guard let claim = claim(seen.id, takingOver: takingOver) else { return .busy }
-        let current = uploads.withLock { $0[seen.id] }
-        guard current == seen else { return .changed(current) }
-        return .taken(claim)
-    }
-
-    private func isWriting(_ id: String) -> Bool {
-        writers.withLock { $0[id] != nil }
+    /// The upload as it stands, expired or not: what a claim checks it against.
+    func current(_ id: String) -> Upload? {
+        uploads.withLock { $0[id] }
     }
 
     /// Opens the data file to append at `offset` (what was durable).
-    func openForAppending(_ id: String, at offset: UInt64) throws(Failure) -> Int32 {
-        let file = open(dataPath(id), O_WRONLY | O_CLOEXEC)
-        guard file >= 0 else { throw .io("cannot open the upload's file: \(FileSystem.lastError())") }
+    func openForAppending(_ id: String, at offset: UInt64) throws(Failure) -> OpenFile {
+        let file = OpenFile(open(dataPath(id), O_WRONLY | O_CLOEXEC))
+        guard file.borrowed >= 0 else { throw .io("cannot open the upload's file: \(FileSystem.lastError())") }
         // Bytes past the durable offset were never acknowledged: they go.
-        guard ftruncate(file, off_t(offset)) == 0, lseek(file, off_t(offset), SEEK_SET) >= 0 else {
-            let reason = FileSystem.lastError()
-            close(file)
-            throw .io("cannot prepare the upload's file: \(reason)")
+        guard ftruncate(file.borrowed, off_t(offset)) == 0, lseek(file.borrowed, off_t(offset), SEEK_SET) >= 0 else {
+            throw .io("cannot prepare the upload's file: \(FileSystem.lastError())")
         }
         return file
     }
@@ -374,13 +321,7 @@ final class ResumableStore: Sendable {
         }
     }
 
-    /// Cuts a data file back to `offset` (a rejected chunk).
-    static func truncate(_ file: Int32, to offset: UInt64) {
-        _ = ftruncate(file, off_t(offset))
-    }
-
-    /// Writes all of `bytes` to `file`: a short write goes on where it stopped, an
-    /// interrupted one is tried again, any other error is the failure (507 for a full disk).
+    /// `POSIX.writeAll`, its failure as the store's (507 for a full disk).
     static func writeAll(_ file: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) {
         do {
             try POSIX.writeAll(file, bytes)
@@ -411,22 +352,15 @@ final class ResumableStore: Sendable {
     }
 
     private static func syncedSize(of path: String, sync: SyncMode) -> UInt64? {
-        let file = open(path, O_RDONLY | O_CLOEXEC)
-        guard file >= 0 else { return nil }
-        defer { close(file) }
+        let file = OpenFile(open(path, O_RDONLY | O_CLOEXEC))
         var info = stat()
-        guard sync.syncFile(file), fstat(file, &info) == 0 else { return nil }
+        guard file.borrowed >= 0, sync.syncFile(file.borrowed), fstat(file.borrowed, &info) == 0 else { return nil }
         return UInt64(info.st_size)
     }
 
-    /// 32 hex digits from the system's random generator.
     private static func newIdentifier() -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<2).map { _ in
-            let word = generator.next() as UInt64
-            let hex = String(word, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
+        return String(format: "%016llx%016llx", generator.next() as UInt64, generator.next() as UInt64)
     }
 
     static func isIdentifier(_ text: String) -> Bool {

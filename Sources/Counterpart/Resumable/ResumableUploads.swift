@@ -61,7 +61,7 @@ struct ResumableUploads: Sendable {
         let location = HTTPField(name: "Location", value: absoluteURL(of: upload.id, head))
         var interim = [version.field, location]
         if version.hasLimits { interim.append(limitField(upload, version)) }
-        let action = session.append(to: upload, provided: 0, limit: creation.length ?? maxSize, declared: head.contentLength, takingOver: false,
+        let action = session.append(to: upload, limit: creation.length ?? maxSize, declared: head.contentLength, takingOver: false,
                                     interim: [InformationalResponse(status: 104, reason: "Upload Resumption Supported", headers: interim)]) { outcome in
             conclude(outcome, version, complete: creation.complete, location: location)
         }
@@ -104,16 +104,12 @@ struct ResumableUploads: Sendable {
         }
         switch request {
         case .offset(let version):
-            guard ResumableSession.takesOver(head) else { return .respond(offset(of: upload, version)) }
-            store.takeOverIfSilent(upload.id)
+            if ResumableSession.takesOver(head) { store.takeOverIfSilent(upload.id) }
             return .respond(offset(of: (try? store.upload(upload.id)) ?? upload, version))
         case .append(let version, let append):
             return self.append(append, to: upload, version, head)
         case .cancel(let version):
-            guard let claim = store.claim(upload.id) else { return .respond(session(version).busy(upload)) }
-            store.remove(upload.id)
-            claim.release()
-            return .respond(session(version).answer(204))
+            return .respond(session(version).cancel(upload))
         case .options(let version):
             return .respond(session(version).answer(204, headers: [Self.allowField] + optionsFields(version)))
         case .create(let version, _):
@@ -139,7 +135,7 @@ struct ResumableUploads: Sendable {
         let state = AppendDecision.Upload(offset: upload.offset, length: upload.length, completed: upload.answer != nil)
         switch AppendDecision(append, version, to: state, maxSize: maxSize) {
         case .proceed(let complete, let length, let limit):
-            return session.append(to: upload, provided: append.offset, recording: length, limit: limit, declared: append.contentLength,
+            return session.append(to: upload, recording: length, limit: limit, declared: append.contentLength,
                                   takingOver: ResumableSession.takesOver(head)) { outcome in
                 conclude(outcome, version, complete: complete, location: nil)
             }
@@ -216,8 +212,6 @@ struct ResumableUploads: Sendable {
                                        + (version.hasLimits ? [limitField(upload, version)] : [])), [])
         case .checksumMismatch(let upload):
             return (session.answer(400, error: "the content does not match its digest", headers: [ResumableSession.offsetField(upload)]), [])
-        case .failed(let failure):
-            return (session.failure(failure), [])
         }
     }
 
@@ -225,12 +219,10 @@ struct ResumableUploads: Sendable {
     /// does not speak names the versions it does (problem details, RFC 9457).
     private func refusal(_ refusal: ResumableUploadRefusal, upload: ResumableStore.Upload? = nil) -> Response {
         guard let version = refusal.version else {
-            var response = Response.json(refusal.status, .object([
+            return ResumableSession.problem(refusal.status, [
                 ("title", .string(refusal.message)),
                 ("supported-versions", .array(InteropVersion.supported.map { .number(Int64($0)) })),
-            ]))
-            response.headers = response.headers.map { $0.name == "Content-Type" ? ResumableSession.problemType : $0 }
-            return response
+            ])
         }
         let session = session(version)
         var headers: [HTTPField] = []
@@ -246,15 +238,11 @@ struct ResumableUploads: Sendable {
         return response
     }
 
+    /// `Upload-Limit: max-size=N, max-age=S` (`expires=S` in version 6): the size this server
+    /// takes and the seconds the upload has left (a new one: the whole expiry).
     private func limitField(_ upload: ResumableStore.Upload?, _ version: InteropVersion) -> HTTPField {
-        HTTPField(name: "Upload-Limit", value: limitValue(upload, version))
-    }
-
-    /// `max-size=N, max-age=S` (`expires=S` in version 6): the size this server takes and
-    /// the seconds the upload has left (a new one: the whole expiry).
-    private func limitValue(_ upload: ResumableStore.Upload?, _ version: InteropVersion) -> String {
         let remaining = upload.map { max(0, $0.expiresAt - Int64(time(nil))) } ?? Int64(store.limits.expirySeconds)
-        return "max-size=\(maxSize), \(version.lifetimeKey)=\(remaining)"
+        return HTTPField(name: "Upload-Limit", value: "max-size=\(maxSize), \(version.lifetimeKey)=\(remaining)")
     }
 
     private func absoluteURL(of id: String, _ head: RequestHead) -> String {

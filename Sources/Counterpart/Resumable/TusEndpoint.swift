@@ -10,7 +10,6 @@ struct TusEndpoint: Sendable {
     let maxSize: UInt64
     let maxDrainBytes: UInt64
 
-    static let version = TusRequest.version
     static let extensions = "creation,creation-with-upload,creation-defer-length,termination,checksum,expiration,concatenation"
     static let checksumAlgorithms = MessageDigest.Algorithm.allCases.map(\.rawValue).joined(separator: ",")
     static let digestLengths = Dictionary(uniqueKeysWithValues: MessageDigest.Algorithm.allCases.map { ($0.rawValue, $0.byteCount) })
@@ -22,14 +21,18 @@ struct TusEndpoint: Sendable {
         } catch {
             return .respond(refusal(error))
         }
-        switch request {
-        case .options: return .respond(options())
-        case .create(let creation): return create(creation, head)
-        case .offset(let id):
-            if ResumableSession.takesOver(head) { store.takeOverIfSilent(id) }
-            return .respond(status(of: id))
-        case .append(let id, let append): return self.append(append, to: id, head)
-        case .cancel(let id): return .respond(terminate(id))
+        do throws(ResumableStore.Failure) {
+            switch request {
+            case .options: return .respond(options())
+            case .create(let creation): return try create(creation, head)
+            case .offset(let id):
+                if ResumableSession.takesOver(head) { store.takeOverIfSilent(id) }
+                return .respond(status(of: try store.upload(id)))
+            case .append(let id, let append): return self.append(append, to: try store.upload(id), head)
+            case .cancel(let id): return .respond(session.cancel(try store.upload(id)))
+            }
+        } catch {
+            return .respond(session.failure(error))
         }
     }
 
@@ -41,7 +44,7 @@ struct TusEndpoint: Sendable {
 
     private func refusal(_ refusal: TusRefusal) -> Response {
         switch refusal {
-        case .versionMismatch: answer(refusal.status, error: refusal.message, headers: [HTTPField(name: "Tus-Version", value: Self.version)])
+        case .versionMismatch: answer(refusal.status, error: refusal.message, headers: [HTTPField(name: "Tus-Version", value: TusRequest.version)])
         case .methodNotAllowed(_, let allowed):
             answer(refusal.status, error: refusal.message, headers: [HTTPField(name: "Allow", value: allowed.joined(separator: ", "))])
         default: answer(refusal.status, error: refusal.message)
@@ -50,7 +53,7 @@ struct TusEndpoint: Sendable {
 
     private func options() -> Response {
         answer(204, headers: [
-            HTTPField(name: "Tus-Version", value: Self.version),
+            HTTPField(name: "Tus-Version", value: TusRequest.version),
             HTTPField(name: "Tus-Extension", value: Self.extensions),
             HTTPField(name: "Tus-Max-Size", value: String(maxSize)),
             HTTPField(name: "Tus-Checksum-Algorithm", value: Self.checksumAlgorithms),
@@ -59,17 +62,12 @@ struct TusEndpoint: Sendable {
 
     // MARK: - Creation
 
-    private func create(_ creation: TusRequest.Creation, _ head: RequestHead) -> RequestAction {
+    private func create(_ creation: TusRequest.Creation, _ head: RequestHead) throws(ResumableStore.Failure) -> RequestAction {
         if case .final(let references) = creation.concatenation {
-            return .respond(createFinal(references, metadata: creation.metadata, owner: head.user))
+            return .respond(try createFinal(references, metadata: creation.metadata, owner: head.user))
         }
-        let upload: ResumableStore.Upload
-        do throws(ResumableStore.Failure) {
-            upload = try store.create(kind: .tus, length: creation.length, metadata: creation.metadata,
+        let upload = try store.create(kind: .tus, length: creation.length, metadata: creation.metadata,
                                       concatenation: creation.concatenation == .partial ? .partial : nil, owner: head.user)
-        } catch {
-            return .respond(session.failure(error))
-        }
         let location = HTTPField(name: "Location", value: url(of: upload.id))
         guard creation.hasBody else {
             return .respond(answer(201, headers: [location, expires(upload)]))
@@ -78,7 +76,7 @@ struct TusEndpoint: Sendable {
         return appendAction(head, upload: upload, checksum: creation.checksum, created: location)
     }
 
-    private func createFinal(_ references: [String], metadata: [String: String?], owner: String?) -> Response {
+    private func createFinal(_ references: [String], metadata: [String: String?], owner: String?) throws(ResumableStore.Failure) -> Response {
         var parts: [ResumableStore.Upload] = []
         for reference in references {
             guard let id = reference.split(separator: "/").last.map(String.init),
@@ -94,27 +92,18 @@ struct TusEndpoint: Sendable {
             guard !overflow, sum <= maxSize else { return answer(413, error: "the parts add up to more than \(maxSize) bytes, the most this server takes") }
             total = sum
         }
-        do throws(ResumableStore.Failure) {
-            var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)), owner: owner)
-            let file = OpenFile(try store.openForAppending(final.id, at: 0))
-            for part in parts { try Self.copy(store.dataPath(part.id), to: file.borrowed) }
-            final = try store.commitWrite(final.id, file: file.borrowed, offset: total)
-            final = try finish(final)
-            return answer(201, headers: [HTTPField(name: "Location", value: url(of: final.id))])
-        } catch {
-            return session.failure(error)
-        }
+        var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)), owner: owner)
+        let file = try store.openForAppending(final.id, at: 0)
+        for part in parts { try Self.copy(store.dataPath(part.id), to: file.borrowed) }
+        final = try store.commitWrite(final.id, file: file.borrowed, offset: total)
+        final = try finish(final)
+        return answer(201, headers: [HTTPField(name: "Location", value: url(of: final.id))])
     }
 
     // MARK: - Core
 
-    private func status(of id: String) -> Response {
-        let upload: ResumableStore.Upload
-        do throws(ResumableStore.Failure) { upload = try store.upload(id) } catch { return session.failure(error) }
-        var headers = [
-            HTTPField(name: "Upload-Offset", value: String(upload.offset)),
-            HTTPField(name: "Cache-Control", value: "no-store"),
-        ]
+    private func status(of upload: ResumableStore.Upload) -> Response {
+        var headers = [ResumableSession.offsetField(upload), HTTPField(name: "Cache-Control", value: "no-store")]
         headers.append(upload.length.map { HTTPField(name: "Upload-Length", value: String($0)) }
             ?? HTTPField(name: "Upload-Defer-Length", value: "1"))
         if !upload.metadata.isEmpty {
@@ -130,9 +119,7 @@ struct TusEndpoint: Sendable {
         return answer(200, headers: headers)
     }
 
-    private func append(_ append: TusRequest.Append, to id: String, _ head: RequestHead) -> RequestAction {
-        let upload: ResumableStore.Upload
-        do throws(ResumableStore.Failure) { upload = try store.upload(id) } catch { return .respond(session.failure(error)) }
+    private func append(_ append: TusRequest.Append, to upload: ResumableStore.Upload, _ head: RequestHead) -> RequestAction {
         if case .final = upload.concatenation {
             return .respond(answer(403, error: "a final upload is made of its parts: it cannot be appended to"))
         }
@@ -160,23 +147,21 @@ struct TusEndpoint: Sendable {
         let end = length ?? upload.length ?? maxSize
         let limit = end > upload.offset ? end - upload.offset : 0  // 0: stored under a larger --max-upload-bytes
         let digest = checksum.flatMap { checksum in MessageDigest.Algorithm(rawValue: checksum.algorithm).map { (MessageDigest($0), checksum.digest) } }
-        return session.append(to: upload, provided: upload.offset, recording: length, limit: limit, declared: head.contentLength,
-                              checksum: digest, takingOver: ResumableSession.takesOver(head)) { outcome in conclude(outcome, created: location) }
+        return session.append(to: upload, recording: length, limit: limit, declared: head.contentLength,
+                              checksum: digest, takingOver: ResumableSession.takesOver(head)) { outcome throws(ResumableStore.Failure) in
+            try conclude(outcome, created: location)
+        }
     }
 
-    private func conclude(_ outcome: ResumableAppend.Outcome, created location: HTTPField?) -> (Response, [ReceivedPart]) {
+    private func conclude(_ outcome: ResumableAppend.Outcome, created location: HTTPField?) throws(ResumableStore.Failure) -> (Response, [ReceivedPart]) {
         switch outcome {
         case .appended(var upload):
             var parts: [ReceivedPart] = []
             if upload.isComplete, upload.storedName == nil, upload.concatenation != .partial {
-                do throws(ResumableStore.Failure) {
-                    upload = try finish(upload)
-                    parts = [ReceivedPart(name: "tus", filename: upload.metadata["filename"].flatMap { $0.flatMap(Self.text) },
-                                          contentType: upload.metadata["filetype"].flatMap { $0.flatMap(Self.text) } ?? "application/octet-stream",
-                                          size: upload.offset, sha256: upload.sha256)]
-                } catch {
-                    return (session.failure(error), [])
-                }
+                upload = try finish(upload)
+                parts = [ReceivedPart(name: "tus", filename: upload.metadata["filename"].flatMap { $0.flatMap(Self.text) },
+                                      contentType: upload.metadata["filetype"].flatMap { $0.flatMap(Self.text) } ?? "application/octet-stream",
+                                      size: upload.offset, sha256: upload.sha256)]
             }
             let headers = [ResumableSession.offsetField(upload)] + (location.map { [$0] } ?? [])
                 + (upload.storedName == nil ? [expires(upload)] : [])
@@ -187,18 +172,7 @@ struct TusEndpoint: Sendable {
         case .tooLarge(let upload, let limit):
             return (answer(413, error: "the chunk is longer than the \(limit) bytes the upload has left: it was discarded",
                            headers: [ResumableSession.offsetField(upload)]), [])
-        case .failed(let failure):
-            return (session.failure(failure), [])
         }
-    }
-
-    private func terminate(_ id: String) -> Response {
-        let upload: ResumableStore.Upload
-        do throws(ResumableStore.Failure) { upload = try store.upload(id) } catch { return session.failure(error) }
-        guard let claim = store.claim(id) else { return session.busy(upload) }
-        store.remove(id)
-        claim.release()
-        return answer(204)
     }
 
     /// A complete upload becomes a file in the uploads folder, with its SHA-256.

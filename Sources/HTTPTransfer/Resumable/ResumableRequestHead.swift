@@ -25,6 +25,15 @@ public struct ResumableRequestHead: Sendable {
         return .value(value)
     }
 
+    /// The field as a number, nil when it is absent; `invalid` is thrown when it is not a number.
+    func optionalNumber<Refusal: Error>(_ name: String, invalid: Refusal) throws(Refusal) -> UInt64? {
+        switch number(name) {
+        case .absent: return nil
+        case .invalid: throw invalid
+        case .value(let value): return value
+        }
+    }
+
     /// `Content-Length`, when it is a valid number.
     var contentLength: UInt64? {
         if case .value(let length) = number("Content-Length") { return length }

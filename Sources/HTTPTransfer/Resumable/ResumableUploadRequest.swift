@@ -61,12 +61,7 @@ public enum ResumableUploadRequest: Equatable, Sendable {
         case .absent, .value(0): break
         default: throw refuse(.offsetInCreation)
         }
-        var length: UInt64?
-        switch head.number("Upload-Length") {
-        case .absent: break
-        case .invalid: throw refuse(.invalidLength)
-        case .value(let value): length = value
-        }
+        var length = try head.optionalNumber("Upload-Length", invalid: refuse(.invalidLength))
         if complete, let contentLength = head.contentLength {
             if let length, length != contentLength { throw refuse(.inconsistentLength(declared: length, ends: contentLength)) }
             length = contentLength

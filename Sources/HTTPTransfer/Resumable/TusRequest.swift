@@ -65,12 +65,7 @@ public enum TusRequest: Equatable, Sendable {
         case ("PATCH", 1):
             guard head.field("Content-Type") == Self.offsetContentType else { throw .notOffsetStream(creation: false) }
             guard case .value(let offset) = head.number("Upload-Offset") else { throw .missingOffset }
-            var length: UInt64?
-            switch head.number("Upload-Length") {
-            case .absent: break
-            case .invalid: throw .invalidLength(maxSize: maxSize)
-            case .value(let value): length = value
-            }
+            let length = try head.optionalNumber("Upload-Length", invalid: TusRefusal.invalidLength(maxSize: maxSize))
             self = .append(id: segments[0], Append(offset: offset, length: length,
                                                    checksum: try Self.checksum(head, digestLengths: digestLengths)))
         case ("DELETE", 1):

@@ -4,15 +4,19 @@ import Testing
 
 /// A client whose network changes mid-append (no FIN: its old connection just goes
 /// silent) resumes on a new one without waiting for the server to notice: once the old
-/// request has received nothing for a second, the new one takes the upload over, and the
-/// old one writes nothing more, whatever it still delivers.
+/// request has received nothing for a second, the new one takes the upload over, the old
+/// one writes nothing more, and its connection is closed at once (not at the idle timeout,
+/// 30 s here).
 @Suite("A silent writer's upload is taken over")
 struct TakeoverTests {
     let server: TestServer
     init() throws { server = try TestServer() }
 
-    func tusCreate(length: Int, name: String) throws -> String {
-        let connection = try RawHTTPConnection(port: server.server.port)
+    /// How soon a taken-over connection must be seen closed: well below the idle timeout.
+    static let closeWithin = 3.0
+
+    func tusCreate(length: Int, name: String, on server: TestServer? = nil) throws -> String {
+        let connection = try RawHTTPConnection(port: (server ?? self.server).server.port)
         connection.send("POST /files HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nUpload-Length: \(length)\r\n"
             + "Upload-Metadata: filename \(Data(name.utf8).base64EncodedString())\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         let head = try #require(connection.readResponse()?.head)
@@ -27,8 +31,8 @@ struct TakeoverTests {
 
     /// A (tus) sends the first `sent` bytes of an append of `content` at 0, then nothing (its
     /// socket stays open), for longer than a writer may stay silent.
-    func silentTusAppend(_ location: String, _ content: [UInt8], sent: Int) throws -> RawHTTPConnection {
-        let silent = try RawHTTPConnection(port: server.server.port)
+    func silentTusAppend(_ location: String, _ content: [UInt8], sent: Int, on server: TestServer? = nil) throws -> RawHTTPConnection {
+        let silent = try RawHTTPConnection(port: (server ?? self.server).server.port)
         silent.send(tusPatchHead(location, offset: 0, length: content.count))
         silent.send(Array(content.prefix(sent)))
         Thread.sleep(forTimeInterval: 1.3)
@@ -45,25 +49,54 @@ struct TakeoverTests {
     }
 
     @Test func tus() throws {
+        try tus(on: server, name: "taken-over.bin")
+    }
+
+    /// The same with a thread per connection, where the old connection's own thread waits in poll.
+    @Test func tusWithAThreadPerConnection() throws {
+        try tus(on: TestServer { $0.threads = 0 }, name: "taken-over-threaded.bin")
+    }
+
+    func tus(on server: TestServer, name: String) throws {
         let content = [UInt8](testBytes(count: 200_000, seed: 41))
-        let location = try tusCreate(length: content.count, name: "taken-over.bin")
-        let silent = try silentTusAppend(location, content, sent: 100_000)
+        let location = try tusCreate(length: content.count, name: name, on: server)
+        let silent = try silentTusAppend(location, content, sent: 100_000, on: server)
         // B asks the offset and sends everything from there.
         let status = try RawHTTPConnection(port: server.server.port)
         status.send("HEAD \(location) HTTP/1.1\r\nHost: x\r\nTus-Resumable: 1.0.0\r\nConnection: close\r\n\r\n")
         let offset = try #require(Int(headerValue("Upload-Offset", in: status.readHead() ?? "") ?? ""))
-        // What A wrote was saved as it let go.
+        // What A wrote was saved as it let go, and A's connection is closed without it sending anything.
         #expect(offset == 100_000)
+        #expect(silent.closedByServer(within: Self.closeWithin))
         let resume = try RawHTTPConnection(port: server.server.port)
         resume.send(tusPatchHead(location, offset: offset, length: content.count - offset))
         resume.send(Array(content[offset...]))
         let answer = try #require(resume.readResponse()?.head)
         #expect(statusCode(of: answer) == 204, "\(answer)")
         #expect(headerValue("Upload-Offset", in: answer) == String(content.count))
-        // A's late bytes change nothing; its connection is closed.
+        // A's late bytes change nothing.
         silent.send([UInt8](repeating: 0x21, count: 100_000))
-        #expect(silent.closedByServer(within: 5))
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("taken-over.bin")) == Data(content))
+        #expect(try Data(contentsOf: server.uploads.appendingPathComponent(name)) == Data(content))
+    }
+
+    /// A PATCH that takes the upload over without asking the offset first closes the old
+    /// connection too; it is told where the upload now is, and resumes from there.
+    @Test func tusPatchTakesOver() throws {
+        let content = [UInt8](testBytes(count: 20_000, seed: 43))
+        let location = try tusCreate(length: content.count, name: "patched-over.bin")
+        let silent = try silentTusAppend(location, content, sent: 5_000)
+        let again = try RawHTTPConnection(port: server.server.port)
+        again.send(tusPatchHead(location, offset: 0, length: content.count))
+        again.send(content)
+        let mismatch = try #require(again.readResponse()?.head)
+        #expect(statusCode(of: mismatch) == 409)
+        #expect(headerValue("Upload-Offset", in: mismatch) == "5000")
+        #expect(silent.closedByServer(within: Self.closeWithin))
+        let resume = try RawHTTPConnection(port: server.server.port)
+        resume.send(tusPatchHead(location, offset: 5_000, length: content.count - 5_000))
+        resume.send(Array(content[5_000...]))
+        #expect(statusCode(of: resume.readResponse()?.head ?? "") == 204)
+        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("patched-over.bin")) == Data(content))
     }
 
     @Test(arguments: [3, 6, 8, 9])
@@ -74,12 +107,12 @@ struct TakeoverTests {
         let silent = try silentDraftAppend(client, path, body, sent: 100_000)
         let offset = try #require(Int(try client.offset(of: path) ?? ""))
         #expect(offset == 100_000)
+        #expect(silent.closedByServer(within: Self.closeWithin))
         let resume = try RawHTTPConnection(port: server.server.port)
         resume.send(client.patch(path, offset: offset, Array(body[offset...]), complete: true))
         let answer = try #require(resume.readResponse()?.head)
         #expect(statusCode(of: answer) == 200, "\(answer)")
         silent.send([UInt8](repeating: 0x21, count: body.count - 100_000))
-        #expect(silent.closedByServer(within: 5))
         #expect(try Data(contentsOf: server.uploads.appendingPathComponent("taken-over-\(version).bin")) == Data(content))
     }
 
