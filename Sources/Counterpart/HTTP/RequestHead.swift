@@ -24,6 +24,9 @@ struct RequestHead: Sendable {
     /// Who the request's credentials name, once the auth gate has let it in (nil without
     /// credentials): the owner of what it creates.
     var user: String? = nil
+    /// The connection the request came on (nil for a head made without one): an upload a
+    /// newer request takes over shuts it down.
+    var connection: WatchedConnection? = nil
 
     init(method: String, path: String, query: [(name: String, value: String?)], version: String,
          headers: [HTTPField], clientAddress: String) {

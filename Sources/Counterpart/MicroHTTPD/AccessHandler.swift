@@ -162,13 +162,16 @@ func readHead(
         pointer.pointee.collectingQuery = true
         _ = MHD_get_connection_values(connection, MHD_ValueKind.GET_ARGUMENT_KIND, collectValue, pointer)
     }
-    return RequestHead(
+    let watched = watchedConnection(connection)
+    var head = RequestHead(
         method: method.map { String(cString: $0) } ?? "",
         path: RequestHead.path(ofTarget: url.map { String(cString: $0) } ?? "/"),
         query: collected.query,
         version: version.map { String(cString: $0) } ?? "",
         headers: collected.headers,
-        clientAddress: watchedConnection(connection)?.client ?? SocketAddress.describe(cp_client_address(connection)))
+        clientAddress: watched?.client ?? SocketAddress.describe(cp_client_address(connection)))
+    head.connection = watched
+    return head
 }
 
 struct CollectedValues {

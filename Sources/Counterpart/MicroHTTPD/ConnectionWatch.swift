@@ -53,7 +53,6 @@ final class ConnectionWatch: Sendable {
     /// holds when that is over the limit (the request is then refused), nil otherwise.
     func headArrived(_ connection: WatchedConnection) -> Int? {
         connection.waitingSince.store(WatchedConnection.notWaiting, ordering: .relaxed)
-        WatchedConnection.setCurrent(connection)
         guard connection.overLimit else { return nil }
         return state.withLock { $0.perClient[connection.client] }
     }
@@ -69,7 +68,6 @@ final class ConnectionWatch: Sendable {
     func requestEnded(_ connection: WatchedConnection) {
         connection.waitingSince.store(Self.now(), ordering: .relaxed)
         connection.replaceFile(with: nil)
-        if WatchedConnection.current === connection { WatchedConnection.setCurrent(nil) }
     }
 
     /// The connection is closing. libmicrohttpd says so before it closes the socket, so a
@@ -153,20 +151,6 @@ final class WatchedConnection: Sendable {
         isOpen.withLock { $0 = false }
     }
 
-    /// The connection whose request this thread is handling: set as the request's head
-    /// arrives, for the handler that runs next on this thread (which is given the head
-    /// alone), cleared when the request ends. An upload that a newer request may take over
-    /// keeps it, to shut it down then.
-    static var current: WatchedConnection? {
-        pthread_getspecific(currentKey).map { Unmanaged<WatchedConnection>.fromOpaque($0).takeUnretainedValue() }
-    }
-
-    fileprivate static func setCurrent(_ connection: WatchedConnection?) {
-        let old = pthread_getspecific(currentKey)
-        pthread_setspecific(currentKey, connection.map { Unmanaged.passRetained($0).toOpaque() })
-        if let old { Unmanaged<WatchedConnection>.fromOpaque(old).release() }
-    }
-
     func replaceFile(with new: FileBeingSent?) {
         let old = file.withLock { current in
             defer { current = new }
@@ -186,15 +170,4 @@ final class WatchedConnection: Sendable {
             return true
         }
     }
-}
-
-/// The thread-local slot of `WatchedConnection.current`; a thread that ends lets go of it.
-private let currentKey: pthread_key_t = {
-    var key = pthread_key_t()
-    pthread_key_create(&key) { releaseCurrent($0) }
-    return key
-}()
-
-private func releaseCurrent(_ pointer: UnsafeMutableRawPointer?) {
-    if let pointer { Unmanaged<WatchedConnection>.fromOpaque(pointer).release() }
 }

@@ -25,7 +25,7 @@ final class ResumableAppend: RequestBodyReceiver {
     private let checksum: (digest: MessageDigest, expected: [UInt8])?
     private let conclude: Conclusion
     /// The request's connection, shut down when a newer request takes the upload over.
-    private let connection = WatchedConnection.current
+    private let connection: WatchedConnection?
     private var written: UInt64 = 0
     /// Of `written`, what is durable already.
     private var committed: UInt64 = 0
@@ -39,8 +39,9 @@ final class ResumableAppend: RequestBodyReceiver {
     /// made, or when this is dropped), from its durable offset, at most
     /// `limit` bytes; `declared` (the request's `Content-Length`) must fit on the disk.
     init(session: ResumableSession, claim: ResumableStore.WriteClaim, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?,
-         checksum: (MessageDigest, [UInt8])?, conclude: @escaping Conclusion) throws(ResumableStore.Failure) {
+         connection: WatchedConnection?, checksum: (MessageDigest, [UInt8])?, conclude: @escaping Conclusion) throws(ResumableStore.Failure) {
         self.session = session
+        self.connection = connection
         self.claim = claim
         start = upload.offset
         self.limit = limit

@@ -49,20 +49,21 @@ struct ResumableSession {
     /// bytes are in, while the upload is still held. The claim is given back when the
     /// answer is made, or when the action is dropped unanswered.
     func append(to upload: ResumableStore.Upload, recording length: UInt64? = nil, limit: UInt64,
-                declared: UInt64?, checksum: (MessageDigest, [UInt8])? = nil, takingOver: Bool, interim: [InformationalResponse] = [],
+                declared: UInt64?, on connection: WatchedConnection?, checksum: (MessageDigest, [UInt8])? = nil, takingOver: Bool, interim: [InformationalResponse] = [],
                 conclude: @escaping ResumableAppend.Conclusion) -> RequestAction {
         guard let claim = store.claim(upload.id, takingOver: takingOver) else { return .respond(busy(upload)) }
         // A request that found the upload busy a moment ago must not append to bytes it did
-        // not see, nor to an upload another request has completed or removed.
-        let current = store.current(upload.id)
-        guard current == upload else {
+        // not see, nor to an upload another request has completed or removed. (Only the
+        // progress counts: a writer that let go saved its offset and moved the expiry.)
+        let found = store.current(upload.id)
+        guard let found, found.hasProgress(of: upload) else {
             claim.release()
-            return .respond(current.map { offsetMismatch(provided: upload.offset, $0) } ?? failure(.notFound))
+            return .respond(found.map { offsetMismatch(provided: upload.offset, $0) } ?? failure(.notFound))
         }
         do throws(ResumableStore.Failure) {
-            let current = length == nil || length == upload.length ? upload : try store.update(upload.id) { $0.length = length }
+            let current = length == nil || length == found.length ? found : try store.update(upload.id) { $0.length = length }
             let receiver = try ResumableAppend(session: self, claim: claim, upload: current, limit: limit, declared: declared,
-                                               checksum: checksum, conclude: conclude)
+                                               connection: connection, checksum: checksum, conclude: conclude)
             return .receiveBody(receiver, interim: interim)
         } catch {
             claim.release()

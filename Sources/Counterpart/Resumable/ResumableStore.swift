@@ -50,6 +50,13 @@ final class ResumableStore: Sendable {
         var owner: String?
 
         var isComplete: Bool { length.map { offset == $0 } ?? false }
+
+        /// Whether this is `other` with nothing written, declared, completed or invalidated
+        /// since: what an append must find to go on (the expiry may have moved).
+        func hasProgress(of other: Upload) -> Bool {
+            offset == other.offset && length == other.length && invalid == other.invalid && storedName == other.storedName
+                && answer == other.answer
+        }
     }
 
     /// The answer a completed IETF upload got, to give again to a client that asks twice.

@@ -99,6 +99,21 @@ struct TakeoverTests {
         #expect(try Data(contentsOf: server.uploads.appendingPathComponent("patched-over.bin")) == Data(content))
     }
 
+    /// When the silent writer had written nothing, the offset the PATCH sent is still right:
+    /// the PATCH goes on at once (letting go moved only the upload's expiry).
+    @Test func tusPatchTakesOverAWriterThatWroteNothing() throws {
+        let content = [UInt8](testBytes(count: 20_000, seed: 44))
+        let location = try tusCreate(length: content.count, name: "patched-over-empty.bin")
+        let silent = try silentTusAppend(location, content, sent: 0)
+        let again = try RawHTTPConnection(port: server.server.port)
+        again.send(tusPatchHead(location, offset: 0, length: content.count))
+        again.send(content)
+        let answer = try #require(again.readResponse()?.head)
+        #expect(statusCode(of: answer) == 204, "\(answer)")
+        #expect(silent.closedByServer(within: Self.closeWithin))
+        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("patched-over-empty.bin")) == Data(content))
+    }
+
     @Test(arguments: [3, 6, 8, 9])
     func ietf(version: Int) throws {
         let client = DraftClient(version: version, port: server.server.port)
