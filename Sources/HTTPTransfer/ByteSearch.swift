@@ -106,11 +106,12 @@ package enum ASCII {
     }
 
     package static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
-        // Header lookups call this a few dozen times a request: no copies, no closures.
         guard a.utf8.count == b.utf8.count else { return false }
-        var y = b.utf8.makeIterator()
-        for x in a.utf8 where lower(x) != lower(y.next()!) { return false }
-        return true
+        var a = a, b = b
+        return a.withUTF8 { x in b.withUTF8 { y in
+            for i in 0..<x.count where lower(x[i]) != lower(y[i]) { return false }
+            return true
+        } }
     }
 
     package static func lowercased(_ s: String) -> String {
