@@ -119,32 +119,6 @@ package enum ASCII {
         return String(decoding: s.utf8.map(lower), as: UTF8.self)
     }
 
-    /// `prefix`, then numbers in `radix` (lowercase digits, no leading zeros), each followed
-    /// by its separator: `numbers([(0x1f, 0x2D), (2, nil)], radix: 16)` is `1f-2`. What
-    /// interpolation makes, in one allocation at most: ETags and `Content-Range` values are
-    /// made so on every request.
-    package static func numbers(_ numbers: [(value: UInt64, separator: UInt8?)], radix: UInt64 = 10,
-                                prefix: StaticString = "") -> String {
-        String(unsafeUninitializedCapacity: prefix.utf8CodeUnitCount + numbers.count * 21) { out in
-            var at = 0
-            for offset in 0..<prefix.utf8CodeUnitCount { out[at] = prefix.utf8Start[offset]; at += 1 }
-            for (value, separator) in numbers {
-                var digits = 1
-                var rest = value / radix
-                while rest > 0 { digits += 1; rest /= radix }
-                rest = value
-                for position in stride(from: at + digits - 1, through: at, by: -1) {
-                    let digit = UInt8(rest % radix)
-                    out[position] = digit < 10 ? 0x30 + digit : 0x57 + digit
-                    rest /= radix
-                }
-                at += digits
-                if let separator { out[at] = separator; at += 1 }
-            }
-            return at
-        }
-    }
-
     /// `bytes` with leading and trailing spaces and tabs removed.
     package static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         var slice = bytes

@@ -8,9 +8,20 @@ public enum ContentRange: Equatable, Sendable, CustomStringConvertible {
     /// The header value.
     public var description: String {
         switch self {
-        case .satisfied(let range, let length?): return ASCII.numbers([(range.first, 0x2D), (range.last, 0x2F), (length, nil)], prefix: "bytes ")
-        case .satisfied(let range, nil): return ASCII.numbers([(range.first, 0x2D), (range.last, 0x2F)], prefix: "bytes ") + "*"
-        case .unsatisfied(let length): return ASCII.numbers([(length, nil)], prefix: "bytes */")
+        case .satisfied(let range, let length):
+            return ASCIIWriter.string(capacity: 6 + 3 * 20 + 2) { out in
+                out.text("bytes ")
+                out.number(range.first)
+                out.byte(0x2D)
+                out.number(range.last)
+                out.byte(0x2F)
+                if let length { out.number(length) } else { out.byte(0x2A) }
+            }
+        case .unsatisfied(let length):
+            return ASCIIWriter.string(capacity: 8 + 20) { out in
+                out.text("bytes */")
+                out.number(length)
+            }
         }
     }
 

@@ -17,8 +17,7 @@ public struct HTTPDate: Comparable, Hashable, Sendable, CustomStringConvertible 
 
     public static func < (a: HTTPDate, b: HTTPDate) -> Bool { a.secondsSince1970 < b.secondsSince1970 }
 
-    /// The IMF-fixdate form: `Sun, 06 Nov 1994 08:49:37 GMT`. Written byte by byte: every
-    /// file response carries one, and interpolation costs ten times as much.
+    /// The IMF-fixdate form: `Sun, 06 Nov 1994 08:49:37 GMT`; every file response carries one.
     public var description: String {
         let days = secondsSince1970 >= 0 ? secondsSince1970 / 86_400 : (secondsSince1970 - 86_399) / 86_400
         let secondsOfDay = Int(secondsSince1970 - days * 86_400)
@@ -31,22 +30,21 @@ public struct HTTPDate: Comparable, Hashable, Sendable, CustomStringConvertible 
             return "\(Self.weekdays[weekday]), \(Self.twoDigits(day)) \(Self.months[month - 1]) \(yearText) "
                 + "\(Self.twoDigits(secondsOfDay / 3600)):\(Self.twoDigits(secondsOfDay / 60 % 60)):\(Self.twoDigits(secondsOfDay % 60)) GMT"
         }
-        return String(unsafeUninitializedCapacity: 29) { out in
-            var at = 0
-            func put(_ letters: StaticString, _ index: Int) {
-                for offset in 0..<3 { out[at] = letters.utf8Start[3 * index + offset]; at += 1 }
-            }
-            func put(_ byte: UInt8) { out[at] = byte; at += 1 }
-            func put(_ number: Int, digits: Int) {
-                var divisor = digits == 4 ? 1000 : 10
-                while divisor > 0 { put(UInt8(0x30 + number / divisor % 10)); divisor /= 10 }
-            }
-            put("SunMonTueWedThuFriSat", weekday); put(0x2C); put(0x20); put(day, digits: 2); put(0x20)
-            put("JanFebMarAprMayJunJulAugSepOctNovDec", month - 1); put(0x20); put(year, digits: 4); put(0x20)
-            put(secondsOfDay / 3600, digits: 2); put(0x3A); put(secondsOfDay / 60 % 60, digits: 2); put(0x3A)
-            put(secondsOfDay % 60, digits: 2)
-            for byte in " GMT".utf8 { put(byte) }
-            return at
+        return ASCIIWriter.string(capacity: 29) { out in
+            out.text("SunMonTueWedThuFriSat", index: weekday, width: 3)
+            out.text(", ")
+            out.number(UInt64(day), minimumDigits: 2)
+            out.byte(0x20)
+            out.text("JanFebMarAprMayJunJulAugSepOctNovDec", index: month - 1, width: 3)
+            out.byte(0x20)
+            out.number(UInt64(year), minimumDigits: 4)
+            out.byte(0x20)
+            out.number(UInt64(secondsOfDay / 3600), minimumDigits: 2)
+            out.byte(0x3A)
+            out.number(UInt64(secondsOfDay / 60 % 60), minimumDigits: 2)
+            out.byte(0x3A)
+            out.number(UInt64(secondsOfDay % 60), minimumDigits: 2)
+            out.text(" GMT")
         }
     }
 

@@ -50,11 +50,22 @@ struct FormattingTests {
 
     @Test(arguments: [UInt64(0), 1, 9, 10, 15, 16, 255, 4096, 0xdead_beef, UInt64.max, 1 << 63])
     func numbersAreWhatStringRadixWrites(_ value: UInt64) {
-        for radix in [10, 16] {
-            #expect(ASCII.numbers([(value, nil)], radix: UInt64(radix)) == String(value, radix: radix))
-            #expect(ASCII.numbers([(value, 0x2D), (7, 0x2E), (value, nil)], radix: UInt64(radix), prefix: "bytes ")
-                    == "bytes \(String(value, radix: radix))-7.\(String(value, radix: radix))")
+        for radix in [2, 10, 16] {
+            let written = ASCIIWriter.string(capacity: 80) { out in
+                out.text("bytes ")
+                out.number(value, radix: UInt64(radix))
+                out.byte(0x2D)
+                out.number(7, radix: UInt64(radix), minimumDigits: 3)
+            }
+            let seven = String(7, radix: radix)
+            #expect(written == "bytes \(String(value, radix: radix))-\(String(repeating: "0", count: max(0, 3 - seven.count)) + seven)")
         }
+    }
+
+    @Test func contentRangesAreWhatRFC9110Shows() {
+        #expect(ContentRange.satisfied(ByteRange(first: 42, last: 1233), completeLength: 1234).description == "bytes 42-1233/1234")
+        #expect(ContentRange.satisfied(ByteRange(first: 42, last: 1233), completeLength: nil).description == "bytes 42-1233/*")
+        #expect(ContentRange.unsatisfied(completeLength: 1234).description == "bytes */1234")
     }
 
     @Test func caseInsensitiveEqualityComparesEveryByte() {

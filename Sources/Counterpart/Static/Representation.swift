@@ -77,13 +77,12 @@ struct RepresentationResponder {
 
     func respond() -> Response {
         let length = representation.length
-        var headers = [
-            HTTPField(name: "Accept-Ranges", value: "bytes"),
-            HTTPField(name: "ETag", value: representation.entityTag.description),
-            HTTPField(name: "Last-Modified", value: representation.lastModified.description),
-        ]
-
+        // Room for all a response adds, made once.
+        var headers: [HTTPField] = []
         headers.reserveCapacity(6 + extraHeaders.count)
+        headers.append(HTTPField(name: "Accept-Ranges", value: "bytes"))
+        headers.append(HTTPField(name: "ETag", value: representation.entityTag.description))
+        headers.append(HTTPField(name: "Last-Modified", value: representation.lastModified.description))
 
         let rangeHeader = head.method == "GET" ? head.header("Range") : nil
         var resolution = RangeResolution(rangeHeader: rangeHeader, length: length, policy: rangePolicy)

@@ -68,9 +68,15 @@ struct StaticFiles: Sendable {
     /// A file's ETag. Strong: a new inode, size or nanosecond modification time makes a new tag.
     static func entityTag(of info: stat) -> EntityTag {
         let modified = Platform.modificationTime(info)
-        return EntityTag(checkedOpaque: ASCII.numbers([(UInt64(info.st_ino), 0x2D), (UInt64(info.st_size), 0x2D),
-                                                      (UInt64(bitPattern: Int64(modified.tv_sec)), 0x2E), (UInt64(modified.tv_nsec), nil)],
-                                                     radix: 16))
+        return EntityTag(checkedOpaque: ASCIIWriter.string(capacity: 4 * 16 + 3) { out in
+            out.number(UInt64(info.st_ino), radix: 16)
+            out.byte(0x2D)
+            out.number(UInt64(info.st_size), radix: 16)
+            out.byte(0x2D)
+            out.number(UInt64(bitPattern: Int64(modified.tv_sec)), radix: 16)
+            out.byte(0x2E)
+            out.number(UInt64(modified.tv_nsec), radix: 16)
+        })
     }
 
     private func respondWithFile(head: RequestHead, file: OpenFile, info: stat, name: String) -> Response {

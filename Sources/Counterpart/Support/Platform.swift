@@ -34,7 +34,9 @@ enum Platform {
         #if os(Linux)
         // openat2 with RESOLVE_BENEATH (Linux 5.6): the kernel resolves the whole path in one
         // call, with no window between a check and the open.
-        if !portable { return cp_open_beneath(folder, path, flags) }
+        // withCString lends a native string's bytes (a small one's from the stack); passing
+        // the String itself would copy it into a new array on every request.
+        if !portable { return path.withCString { cp_open_beneath(folder, $0, flags) } }
         #endif
         return ConfinedPath.open(path, beneath: folder, flags: flags)
     }
