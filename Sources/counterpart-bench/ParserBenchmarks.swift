@@ -1,6 +1,8 @@
 // The parsers suite: the multipart/form-data parser against the limits of the same bytes
-// (memmem, memcpy), and the Range header parser.
+// (memmem, memcpy), the Range header parser, and SHA-256 as uploads are hashed.
 
+import Counterpart
+import Foundation
 import HTTPTransfer
 
 #if canImport(Glibc)
@@ -22,6 +24,10 @@ enum ParserBenchmarks {
                 name: "range",
                 summary: "RangeHeader(parsing:) + resolve(length:) on typical headers (key: range)",
                 run: runRange),
+            BenchmarkSection(
+                name: "sha256",
+                summary: "SHA-256 alone, as an upload's file is hashed (Counterpart's SHA256 on GnuTLS, 256 KiB pieces), beside memcpy of the same pieces (key: sha256)",
+                run: runSHA256),
         ])
     }
 
@@ -415,6 +421,64 @@ enum ParserBenchmarks {
             offset += length
         }
         return length > 0 ? buffer[length - 1] : 0
+    }
+
+    // MARK: - SHA-256
+
+    /// What hashing costs an upload by itself: every stored file's SHA-256 is computed as
+    /// it is written, in pieces the size the hashing thread reads.
+    static func runSHA256(_ context: BenchContext) {
+        guard context.options.wants(key: "sha256") else { return }
+        let size = context.options.quick ? 32 << 20 : 256 << 20
+        let piece = 256 * 1024
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64)
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: piece, alignment: 64)
+        defer { bytes.deallocate(); scratch.deallocate() }
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for index in stride(from: 0, to: size, by: 8) {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            bytes.storeBytes(of: state, toByteOffset: index, as: UInt64.self)
+        }
+        let cpuInfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let extensions = cpuInfo.contains(" sha_ni") ? "has the SHA extensions (sha_ni)" : "has no SHA extensions (no sha_ni in /proc/cpuinfo)"
+        print("""
+
+            SHA-256: \(format(size >> 20)) MiB of random bytes in \(piece / 1024) KiB pieces; MB/s, median [min–max] of \(context.options.runs) run(s)
+              hash:    Counterpart's SHA256 (GnuTLS's gnutls_hash), what every stored upload goes through; this CPU \(extensions)
+              memcpy:  the same pieces copied into one \(piece / 1024) KiB buffer: what reading them back from the page cache costs at least
+            """)
+        flushOutput()
+        var hashTimes = Samples()
+        var copyTimes = Samples()
+        for run in 0...context.options.runs {
+            let hashTime = seconds {
+                let hasher = SHA256()
+                for offset in stride(from: 0, to: size, by: piece) {
+                    hasher.update(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + piece)]))
+                }
+                blackHole(hasher.finish())
+            }
+            let copyTime = seconds {
+                for offset in stride(from: 0, to: size, by: piece) {
+                    scratch.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + piece)]))
+                }
+                blackHole(scratch[piece - 1])
+            }
+            if run > 0 {
+                hashTimes.append(hashTime)
+                copyTimes.append(copyTime)
+            }
+        }
+        let megabytes = Double(size) / 1e6
+        let hashRate = hashTimes.map { megabytes / $0 }
+        let copyRate = copyTimes.map { megabytes / $0 }
+        var table = Table([("work", .left), ("MB/s", .right), ("CPU ms per GB", .right)])
+        table.append(["SHA-256", hashRate.formatted(), format(1e6 / hashRate.median)])
+        table.append(["memcpy", copyRate.formatted(), format(1e6 / copyRate.median)])
+        print(table.render())
+        let subject = "\(size >> 20) MiB in \(piece / 1024) KiB pieces"
+        context.record(FigureRecord(section: "parsers/sha256", subject: subject, metric: "SHA-256", unit: "MB/s", samples: hashRate))
+        context.record(FigureRecord(section: "parsers/sha256", subject: subject, metric: "memcpy", unit: "MB/s", samples: copyRate))
     }
 
     // MARK: - Range
