@@ -44,14 +44,15 @@ struct ResumableSession {
         head.header("Counterpart-Takeover").map { !ASCII.equalsIgnoringCase($0, "off") } ?? true
     }
 
-    /// Claims `upload` (as the request saw it) and reads the body into it: at most `limit`
-    /// bytes, recording `length` first when it changes; `conclude` makes the answer once the
-    /// bytes are in, while the upload is still held. The claim is given back when the
-    /// answer is made, or when the action is dropped unanswered.
-    func append(to upload: ResumableStore.Upload, recording length: UInt64? = nil, limit: UInt64,
-                declared: UInt64?, on connection: WatchedConnection?, checksum: (MessageDigest, [UInt8])? = nil, takingOver: Bool, interim: [InformationalResponse] = [],
+    /// Claims `upload` (as `head`'s request saw it; taking it over from a silent writer unless
+    /// the request says not to) and reads the body into it: at most `limit` bytes, recording
+    /// `length` first when it changes; `conclude` makes the answer once the bytes are in,
+    /// while the upload is still held. The claim is given back when the answer is made, or
+    /// when the action is dropped unanswered.
+    func append(to upload: ResumableStore.Upload, from head: RequestHead, recording length: UInt64? = nil, limit: UInt64,
+                checksum: (MessageDigest, [UInt8])? = nil, interim: [InformationalResponse] = [],
                 conclude: @escaping ResumableAppend.Conclusion) -> RequestAction {
-        guard let claim = store.claim(upload.id, takingOver: takingOver) else { return .respond(busy(upload)) }
+        guard let claim = store.claim(upload.id, takingOver: Self.takesOver(head)) else { return .respond(busy(upload)) }
         // A request that found the upload busy a moment ago must not append to bytes it did
         // not see, nor to an upload another request has completed or removed. (Only the
         // progress counts: a writer that let go saved its offset and moved the expiry.)
@@ -62,8 +63,8 @@ struct ResumableSession {
         }
         do throws(ResumableStore.Failure) {
             let current = length == nil || length == found.length ? found : try store.update(upload.id) { $0.length = length }
-            let receiver = try ResumableAppend(session: self, claim: claim, upload: current, limit: limit, declared: declared,
-                                               connection: connection, checksum: checksum, conclude: conclude)
+            let receiver = try ResumableAppend(session: self, claim: claim, upload: current, limit: limit, declared: head.contentLength,
+                                               connection: head.connection, checksum: checksum, conclude: conclude)
             return .receiveBody(receiver, interim: interim)
         } catch {
             claim.release()

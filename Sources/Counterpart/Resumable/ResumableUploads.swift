@@ -61,7 +61,7 @@ struct ResumableUploads: Sendable {
         let location = HTTPField(name: "Location", value: absoluteURL(of: upload.id, head))
         var interim = [version.field, location]
         if version.hasLimits { interim.append(limitField(upload, version)) }
-        let action = session.append(to: upload, limit: creation.length ?? maxSize, declared: head.contentLength, on: head.connection, takingOver: false,
+        let action = session.append(to: upload, from: head, limit: creation.length ?? maxSize,
                                     interim: [InformationalResponse(status: 104, reason: "Upload Resumption Supported", headers: interim)]) { outcome in
             conclude(outcome, version, complete: creation.complete, location: location)
         }
@@ -135,8 +135,7 @@ struct ResumableUploads: Sendable {
         let state = AppendDecision.Upload(offset: upload.offset, length: upload.length, completed: upload.answer != nil)
         switch AppendDecision(append, version, to: state, maxSize: maxSize) {
         case .proceed(let complete, let length, let limit):
-            return session.append(to: upload, recording: length, limit: limit, declared: append.contentLength, on: head.connection,
-                                  takingOver: ResumableSession.takesOver(head)) { outcome in
+            return session.append(to: upload, from: head, recording: length, limit: limit) { outcome in
                 conclude(outcome, version, complete: complete, location: nil)
             }
         case .mismatch:

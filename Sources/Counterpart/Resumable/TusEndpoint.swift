@@ -147,8 +147,7 @@ struct TusEndpoint: Sendable {
         let end = length ?? upload.length ?? maxSize
         let limit = end > upload.offset ? end - upload.offset : 0  // 0: stored under a larger --max-upload-bytes
         let digest = checksum.flatMap { checksum in MessageDigest.Algorithm(rawValue: checksum.algorithm).map { (MessageDigest($0), checksum.digest) } }
-        return session.append(to: upload, recording: length, limit: limit, declared: head.contentLength, on: head.connection,
-                              checksum: digest, takingOver: ResumableSession.takesOver(head)) { outcome throws(ResumableStore.Failure) in
+        return session.append(to: upload, from: head, recording: length, limit: limit, checksum: digest) { outcome throws(ResumableStore.Failure) in
             try conclude(outcome, created: location)
         }
     }
