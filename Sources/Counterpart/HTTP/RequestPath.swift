@@ -17,7 +17,7 @@ enum RequestPath {
             guard escaped else {
                 // Nothing to decode (most paths): the segment is as sent, valid UTF-8 already,
                 // and cannot hold `/` or NUL; only `.` and `..` are refused.
-                guard !raw.allSatisfy({ $0 == 0x2E }) || raw.count > 2 else {
+                guard !(raw.count <= 2 && raw.allSatisfy { $0 == 0x2E }) else {
                     self = .refused
                     return
                 }
