@@ -129,13 +129,25 @@ struct FreeDiskTests {
     @Test func anUploadThatGoesBelowItMidBodyGets507AndLeavesNothing() throws {
         let probe = FileManager.default.temporaryDirectory.path
         // Keep all but 2 MiB free: a 48 MiB upload without Content-Length passes the head
-        // check and is stopped as it streams. (48 MiB: other tests running beside this one
-        // free space as they clean up, and the upload must still go past the room left; it
-        // stays under the 64 MiB the server drains after its answer.)
-        let server = try TestServer { $0.minFreeDiskBytes = Self.available(probe) - (2 << 20) }
-        let result = try curl(["-H", "Transfer-Encoding: chunked", "-F", "file=@-;filename=big.bin", server.url("/upload")],
-                              stdin: testBytes(count: 48 << 20))
-        #expect(result.status == 507, "\(result.text)")
-        #expect(server.eventually { server.uploadedNames().isEmpty }, "left behind: \(server.uploadedNames())")
+        // check and is stopped as it streams (it stays under the 64 MiB the server drains
+        // after its answer). The disk is shared: tests running beside this one free space as
+        // they clean up, sometimes more than the upload takes. Such a try proves nothing
+        // (the upload never went below the mark), so it is tried again with the room measured
+        // anew; every try that did go below must get 507.
+        var outcomes: [String] = []
+        for _ in 0..<5 {
+            let kept = Self.available(probe) - (2 << 20)
+            let server = try TestServer { $0.minFreeDiskBytes = kept }
+            let result = try curl(["-H", "Transfer-Encoding: chunked", "-F", "file=@-;filename=big.bin", server.url("/upload")],
+                                  stdin: testBytes(count: 48 << 20))
+            if result.status == 200, Self.available(probe) > kept {
+                outcomes.append("200 while other tests freed space")
+                continue
+            }
+            #expect(result.status == 507, "\(result.text)")
+            #expect(server.eventually { server.uploadedNames().isEmpty }, "left behind: \(server.uploadedNames())")
+            return
+        }
+        Issue.record("the upload never went below the free space kept: \(outcomes)")
     }
 }
