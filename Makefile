@@ -7,7 +7,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
 HTTP_FUZZ_SECONDS ?= 60
 HTTP_FUZZ_SMOKE_SECONDS ?= 20
-# Run a second time with the portable fallbacks of Support/Platform.swift (what macOS runs).
+# Run a second time with the portable fallbacks of Support/Platform.swift (what macOS runs);
+# the filter is anchored (`.Suite/`) so that UploadTests does not also pick ResumableUploadTests.
 PORTABLE_SUITES := PlatformTests|StaticFileTests|StaticFileReviewTests|RangeRequestTests|DownloadDispositionTests|ListingTests|BadInputCorpusPathTests|BadInputCorpusChangingFileTests|UploadTests|UploadErrorTests|UploadReviewTests
 
 .PHONY: setup build run test bench stress fuzz fuzz-smoke http-fuzz container-test dist dist-check clean
@@ -28,7 +29,7 @@ test:
 	@scripts/setup chromium wrk strace
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --parallel
-	COUNTERPART_PORTABLE_FALLBACKS=1 $(SWIFT) test --skip-build --parallel --filter '$(PORTABLE_SUITES)'
+	COUNTERPART_PORTABLE_FALLBACKS=1 $(SWIFT) test --skip-build --parallel --filter '\.($(PORTABLE_SUITES))/'
 	scripts/stress --binary .build/debug/counterpart --quick $(if $(CI),--require-root)
 	scripts/http-fuzz $(HTTP_FUZZ_SMOKE_SECONDS) --binary .build/debug/counterpart --no-build
 	$(MAKE) --no-print-directory fuzz-smoke
