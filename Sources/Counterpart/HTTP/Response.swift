@@ -36,6 +36,11 @@ enum ResponseBody {
     case file(OpenFile, offset: UInt64, length: UInt64)
     /// `length` bytes produced on demand.
     case stream(length: UInt64, any ResponseStream)
+
+    /// GET bodies up to this size are sent from memory (a file's read into a buffer
+    /// libmicrohttpd owns, generated ones made at once): libmicrohttpd then sends the
+    /// headers and the body in one write, where sendfile or a stream costs more.
+    static let inMemoryLimit: UInt64 = 64 * 1024
 }
 
 /// A body produced piece by piece, as the connection can take it. It releases what it

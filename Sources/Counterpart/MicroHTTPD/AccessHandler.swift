@@ -43,7 +43,7 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
         let action: RequestAction
         if let refusal = headRefusal(state.head) {
             action = .respond(refusal)
-        } else if let watched = watchedConnection(connection), let held = dispatcher.watch.headArrived(watched) {
+        } else if let watched = state.head.connection, let held = dispatcher.watch.headArrived(watched) {
             action = .respond(tooManyConnections(held, limit: dispatcher.watch.maxPerClient, from: state.head.clientAddress))
         } else {
             action = dispatcher.handler.handle(&state.head)

@@ -39,11 +39,11 @@ func queue(_ response: Response, on connection: OpaquePointer, for state: Reques
         }
     case .file(_, _, 0):
         created = MHD_create_response_from_buffer(0, nil, MHD_ResponseMemoryMode.RESPMEM_PERSISTENT)
-    case .file(let file, let offset, let length) where length <= smallFileBytes && state.head.method == "GET":
+    case .file(let file, let offset, let length) where length <= ResponseBody.inMemoryLimit && state.head.method == "GET":
         created = smallFileResponse(file, offset: offset, length: Int(length))
-            ?? fileResponse(file, offset: offset, length: length, on: connection, dispatcher)
+            ?? fileResponse(file, offset: offset, length: length, watchedBy: state.head.connection, dispatcher)
     case .file(let file, let offset, let length):
-        created = fileResponse(file, offset: offset, length: length, on: connection, dispatcher)
+        created = fileResponse(file, offset: offset, length: length, watchedBy: state.head.connection, dispatcher)
     case .stream(let length, let stream):
         let counter = StreamCounter()
         state.streamed = counter
@@ -62,21 +62,13 @@ func queue(_ response: Response, on connection: OpaquePointer, for state: Reques
     return result
 }
 
-/// Bodies up to this size are read into memory and sent from there: libmicrohttpd then
-/// sends the headers and the body in one write, where sendfile costs a second one.
-let smallFileBytes: UInt64 = 64 * 1024
-
 /// A response with `length` bytes of `file` read into a buffer libmicrohttpd frees; nil when
 /// the file no longer has them all (it shrank since it was measured).
 func smallFileResponse(_ file: OpenFile, offset: UInt64, length: Int) -> OpaquePointer? {
     guard let buffer = malloc(max(length, 1)) else { return nil }
-    var filled = 0
-    while filled < length {
-        guard let count = file.read(at: offset + UInt64(filled), into: UnsafeMutableRawBufferPointer(start: buffer + filled, count: length - filled)) else {
-            free(buffer)
-            return nil
-        }
-        filled += count
+    guard file.readFully(at: offset, into: UnsafeMutableRawBufferPointer(start: buffer, count: length)) else {
+        free(buffer)
+        return nil
     }
     guard let response = MHD_create_response_from_buffer(length, buffer, MHD_ResponseMemoryMode.RESPMEM_MUST_FREE) else {
         free(buffer)
@@ -87,13 +79,13 @@ func smallFileResponse(_ file: OpenFile, offset: UInt64, length: Int) -> OpaqueP
 
 /// A response that sends `length` bytes of `file` from `offset` with sendfile; libmicrohttpd
 /// takes the descriptor. The watch cuts the connection if the file shrinks under it.
-func fileResponse(_ file: OpenFile, offset: UInt64, length: UInt64, on connection: OpaquePointer, _ dispatcher: Dispatcher) -> OpaquePointer? {
+func fileResponse(_ file: OpenFile, offset: UInt64, length: UInt64, watchedBy watched: WatchedConnection?, _ dispatcher: Dispatcher) -> OpaquePointer? {
     let descriptor = file.take()
     guard let created = MHD_create_response_from_fd_at_offset64(length, descriptor, offset) else {
         close(descriptor)
         return nil
     }
-    if let watched = watchedConnection(connection) { dispatcher.watch.sending(watched, file: descriptor, upTo: offset + length) }
+    if let watched { dispatcher.watch.sending(watched, file: descriptor, upTo: offset + length) }
     return created
 }
 

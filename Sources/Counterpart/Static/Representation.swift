@@ -7,6 +7,21 @@ protocol ByteSource: AnyObject {
     func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int?
 }
 
+extension ByteSource {
+    /// Fills all of `buffer` with the bytes from `offset`; false when the source ends first
+    /// (a file that shrank since it was measured: its response then ends short).
+    func readFully(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        var filled = 0
+        while filled < buffer.count {
+            guard let count = read(at: offset + UInt64(filled), into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...])) else {
+                return false
+            }
+            filled += count
+        }
+        return true
+    }
+}
+
 extension OpenFile: ByteSource {
     func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         let count = POSIX.retryingInterrupts { pread(borrowed, buffer.baseAddress, buffer.count, off_t(offset)) }
@@ -70,10 +85,6 @@ struct RepresentationResponder {
     let representation: Representation
     let extraHeaders: [HTTPField]
     let rangePolicy: RangePolicy
-
-    /// Generated bodies up to this size are made at once and sent from memory (a file's
-    /// are read by the adapter, into a buffer libmicrohttpd owns).
-    static let smallBodyBytes: UInt64 = 64 * 1024
 
     func respond() -> Response {
         let length = representation.length
@@ -143,25 +154,11 @@ struct RepresentationResponder {
     /// when small, else streamed.
     private func body(offset: UInt64, length: UInt64) -> ResponseBody {
         if let file = representation.file { return .file(file, offset: offset, length: length) }
-        if length <= Self.smallBodyBytes, head.method == "GET", let bytes = readFully(offset: offset, length: Int(length)) {
-            return .bytes(bytes)
+        if length <= ResponseBody.inMemoryLimit, head.method == "GET" {
+            var bytes = [UInt8](repeating: 0, count: Int(length))
+            if bytes.withUnsafeMutableBytes({ representation.source.readFully(at: offset, into: $0) }) { return .bytes(bytes) }
         }
         return .stream(length: length, SourceRangeStream(representation.source, offset: offset, length: length))
-    }
-
-    /// The bytes, or nil when the source no longer has them all (a file that shrank
-    /// since it was measured: the response then ends short, as for a big file).
-    private func readFully(offset: UInt64, length: Int) -> [UInt8]? {
-        var bytes = [UInt8](repeating: 0, count: length)
-        var filled = 0
-        while filled < length {
-            let count = bytes.withUnsafeMutableBytes {
-                representation.source.read(at: offset + UInt64(filled), into: UnsafeMutableRawBufferPointer(rebasing: $0[filled...]))
-            }
-            guard let count else { return nil }
-            filled += count
-        }
-        return bytes
     }
 
     /// `Content-Disposition: attachment` for `?download` (the representation's own name)

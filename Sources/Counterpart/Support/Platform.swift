@@ -90,12 +90,6 @@ enum Platform {
         #endif
     }
 
-    /// Makes the connection end with a TCP reset (RST) instead of a FIN.
-    ///
-    /// Linux: connect(AF_UNSPEC) disconnects a TCP socket with a RST (tcp_disconnect), and
-    /// libmicrohttpd then closes what is left; SO_LINGER 0 would not do, as libmicrohttpd
-    /// shuts the socket down (a FIN) before it closes it. Elsewhere: SO_LINGER 0, so the
-    /// close sends a RST, after that FIN.
     /// Bytes written to the socket that have not left yet (Linux TIOCOUTQ, Darwin SO_NWRITE);
     /// nil when it cannot tell.
     static func unsentBytes(_ socket: Int32) -> Int? {
@@ -109,6 +103,12 @@ enum Platform {
         return Int(unsent)
     }
 
+    /// Makes the connection end with a TCP reset (RST) instead of a FIN.
+    ///
+    /// Linux: connect(AF_UNSPEC) disconnects a TCP socket with a RST (tcp_disconnect), and
+    /// libmicrohttpd then closes what is left; SO_LINGER 0 would not do, as libmicrohttpd
+    /// shuts the socket down (a FIN) before it closes it. Elsewhere: SO_LINGER 0, so the
+    /// close sends a RST, after that FIN.
     static func resetConnection(_ socket: Int32) {
         #if os(Linux)
         var unspecified = sockaddr()
