@@ -86,7 +86,7 @@ struct ResumableSession {
     /// active one, adds its `Upload-Offset` where the protocol wants it on every answer.
     func answer(_ status: Int, error: String? = nil, headers: [HTTPField] = [], upload: ResumableStore.Upload? = nil) -> Response {
         var all = [dialect.commonField] + headers
-        if let upload, dialect.version?.offsetInAnswers == true, !all.contains(where: { $0.name == "Upload-Offset" }) {
+        if let upload, dialect.version?.offsetInAnswers == true {
             all.append(Self.offsetField(upload))
         }
         if let error { return Response.error(status, error, headers: all) }

@@ -334,7 +334,7 @@ final class ResumableStore: Sendable {
             try POSIX.writeAll(file, bytes)
         } catch {
             let reason = "the server could not store the bytes: \(error)"
-            throw error.code == ENOSPC || error.code == EDQUOT ? .insufficientStorage(reason) : .io(reason)
+            throw error.isOutOfSpace ? .insufficientStorage(reason) : .io(reason)
         }
     }
 
@@ -349,7 +349,7 @@ final class ResumableStore: Sendable {
         let temporary = statePath(upload.id) + ".\(Self.saves.next())" + Self.temporarySuffix
         let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw .io("cannot write the upload's state: \(FileSystem.lastError())") }
-        let written = data.withUnsafeBytes { bytes in (try? Self.writeAll(file, bytes)) != nil }
+        let written = data.withUnsafeBytes { bytes in (try? POSIX.writeAll(file, bytes)) != nil }
         let synced = sync.syncFile(file)
         close(file)
         guard written, synced, rename(temporary, statePath(upload.id)) == 0,

@@ -28,6 +28,8 @@ struct ResumableUploads: Sendable {
     // MARK: - The target resource: /upload
 
     func respond(toTarget head: RequestHead) -> RequestAction {
+        // An ordinary upload (most): no interop version, nothing for this layer to read.
+        guard head.header(InteropVersion.fieldName) != nil else { return target.respond(to: head) }
         let request: ResumableUploadRequest?
         do {
             request = try ResumableUploadRequest(target: head.resumable, maxSize: maxSize)

@@ -11,7 +11,12 @@ enum POSIX {
         static var last: Failure { Failure(code: errno) }
 
         var description: String { String(cString: strerror(code)) }
+
+        /// The disk (or the user's quota) is full: 507, not 500.
+        var isOutOfSpace: Bool { POSIX.isOutOfSpace(code) }
     }
+
+    static func isOutOfSpace(_ code: Int32) -> Bool { code == ENOSPC || code == EDQUOT }
 
     /// `call` again while it fails with EINTR: its first other result (a negative one
     /// leaves its errno as it was).

@@ -11,9 +11,12 @@ struct UploadEndpoint: Sendable {
         case .answered(let response):
             return .respond(response)
         case .admitted(let boundary):
-            return .receiveBody(UploadReceiver(store: store, limits: limits, boundary: boundary,
-                                               answersHTML: AcceptHeader(head.header("Accept")).prefersHTML))
+            return .receiveBody(receiver(for: head, boundary))
         }
+    }
+
+    private func receiver(for head: RequestHead, _ boundary: MultipartBoundary) -> UploadReceiver {
+        UploadReceiver(store: store, limits: limits, boundary: boundary, answersHTML: AcceptHeader(head.header("Accept")).prefersHTML)
     }
 
     /// What the head alone decides: the answer (OPTIONS, a refusal), or the boundary to read the body with.
@@ -59,7 +62,7 @@ struct UploadEndpoint: Sendable {
         case .answered(let response): return (response, [])
         case .admitted(let admitted): boundary = admitted
         }
-        let receiver = UploadReceiver(store: store, limits: limits, boundary: boundary, answersHTML: AcceptHeader(head.header("Accept")).prefersHTML)
+        let receiver = self.receiver(for: head, boundary)
         let file = open(path, O_RDONLY | O_CLOEXEC)
         guard file >= 0 else {
             receiver.abandon()

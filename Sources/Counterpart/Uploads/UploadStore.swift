@@ -182,7 +182,7 @@ struct StoreError: Error, CustomStringConvertible {
         self.init(code: code, description: "the server could not \(operation): \(String(cString: strerror(code)))")
     }
 
-    var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
+    var isOutOfSpace: Bool { POSIX.isOutOfSpace(code) }
 }
 
 /// A process-wide counter for unique temporary names.
