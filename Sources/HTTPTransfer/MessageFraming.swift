@@ -67,8 +67,7 @@ public enum MessageFraming: Equatable, Sendable {
             return
         }
         // §6.3: a list of identical values may be taken as one; anything else is invalid.
-        guard lengths.allSatisfy({ $0 == first }), !first.isEmpty, first.utf8.allSatisfy(ASCII.isDigit),
-              let length = UInt64(first) else {
+        guard lengths.allSatisfy({ $0 == first }), let length = ASCII.decimalNumber(first) else {
             throw Refusal(status: 400, description: "Content-Length \"\(lengths.joined(separator: ", "))\" is not one number of bytes")
         }
         self = .length(length)

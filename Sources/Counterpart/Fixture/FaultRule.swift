@@ -1,3 +1,5 @@
+import HTTPTransfer
+
 /// A fault armed on the server for the requests that match it, counted: "cut the first two
 /// uploads, then let the third through", a retry loop's whole story, for clients whose
 /// requests a test cannot change (no header, no query).
@@ -14,7 +16,7 @@ public struct FaultRule: Sendable, Equatable {
     public var skip: Int
 
     public init(method: String? = nil, path: String, fault: FaultSpec, times: Int? = nil, skip: Int = 0) throws(FaultRuleError) {
-        if let method, method.isEmpty || !method.utf8.allSatisfy(Self.isTokenByte) {
+        if let method, method.isEmpty || !method.utf8.allSatisfy(ASCII.isTokenChar) {
             throw FaultRuleError(field: "method", "\"\(method)\" is not an HTTP method (e.g. POST)")
         }
         guard path.hasPrefix("/") else { throw FaultRuleError(field: "path", "\"\(path)\" must start with / (e.g. /upload or /files/*)") }
@@ -71,14 +73,6 @@ public struct FaultRule: Sendable, Equatable {
     public var description: String {
         ([method, path, fault.description, times.map { "times=\($0)" }, skip > 0 ? "skip=\(skip)" : nil] as [String?])
             .compactMap { $0 }.joined(separator: " ")
-    }
-
-    /// RFC 9110 §5.6.2 tchar.
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"): true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
     }
 }
 

@@ -38,10 +38,18 @@ struct GeneratedBytesEndpoint: Sendable {
             let (sum, overflow) = baseVersion.addingReportingOverflow(changes.count(resource) / changeAfter)
             version = overflow ? UInt64.max : sum
         }
-        let versionSuffix = version == 0 ? "" : "-v\(String(version, radix: 16))"
         let representation = Representation(
             length: length,
-            entityTag: EntityTag("bytes-\(String(length, radix: 16))-\(String(seed, radix: 16))\(versionSuffix)")!,
+            entityTag: EntityTag(checkedOpaque: ASCIIWriter.string(capacity: 6 + 16 + 1 + 16 + 2 + 16) { out in
+                out.text("bytes-")
+                out.number(length, radix: 16)
+                out.byte(0x2D)
+                out.number(seed, radix: 16)
+                if version != 0 {
+                    out.text("-v")
+                    out.number(version, radix: 16)
+                }
+            }),
             lastModified: HTTPDate(secondsSince1970: Self.lastModified.secondsSince1970 + Int64(min(version, 1_000_000_000))),
             contentType: "application/octet-stream",
             name: "bytes-\(length)-seed-\(seed)\(version == 0 ? "" : "-v\(version)").bin",

@@ -68,10 +68,17 @@ public final class RequestJournal: Sendable {
     /// The requests kept, oldest first; only those to `path` (decoded, exact) and with
     /// `method` when given.
     public func requests(path: String? = nil, method: String? = nil) -> [Entry] {
-        // Entries are made here, when a test reads them, not on the request path.
-        ring.withLock { $0.oldestFirst() }.lazy.map(Entry.init).filter { entry in
-            (path.map { entry.path == $0 } ?? true) && (method.map { entry.method == $0 } ?? true)
-        }
+        // Entries are made here, when a test reads them, not on the request path; only
+        // for the requests asked for.
+        ring.withLock { $0.oldestFirst() }.filter { kept in
+            let head = kept.request.head
+            return (path.map { Self.decodedPath(of: head) == $0 } ?? true) && (method.map { head.method == $0 } ?? true)
+        }.map(Entry.init)
+    }
+
+    /// The path an entry shows and is looked up by: decoded, or as sent when it does not decode.
+    fileprivate static func decodedPath(of head: RequestHead) -> String {
+        head.decodedPath.decoded ?? head.path
     }
 
     /// Like `requests(path:method:)`, waiting up to `timeout` for at least `count` of them:
@@ -186,7 +193,7 @@ extension RequestJournal.Entry {
     fileprivate init(_ kept: RequestJournal.Kept) {
         let request = kept.request
         let head = request.head
-        let path = head.decodedPath.decoded ?? head.path
+        let path = RequestJournal.decodedPath(of: head)
         self.init(
             sequence: kept.sequence, method: head.method, target: head.target, path: path,
             // Secrets (credentials, cookies) never leave through the journal.

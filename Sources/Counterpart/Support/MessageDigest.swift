@@ -64,7 +64,10 @@ public final class SHA256 {
 
     /// The digest as 64 lowercase hex digits. The hasher cannot be used afterwards.
     public func finish() -> String {
-        digest.finish().map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        let bytes = digest.finish()
+        return ASCIIWriter.string(capacity: 2 * bytes.count) { out in
+            for byte in bytes { out.number(UInt64(byte), radix: 16, minimumDigits: 2) }
+        }
     }
 
     /// The digest of `bytes` in one call.
