@@ -434,11 +434,8 @@ enum ParserBenchmarks {
         let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64)
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: piece, alignment: 64)
         defer { bytes.deallocate(); scratch.deallocate() }
-        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
-        for index in stride(from: 0, to: size, by: 8) {
-            state ^= state << 13; state ^= state >> 7; state ^= state << 17
-            bytes.storeBytes(of: state, toByteOffset: index, as: UInt64.self)
-        }
+        var random = SplitMix64(seed: 1)
+        random.fill(bytes.baseAddress!, count: size)
         let cpuInfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
         let extensions = cpuInfo.contains(" sha_ni") ? "has the SHA extensions (sha_ni)" : "has no SHA extensions (no sha_ni in /proc/cpuinfo)"
         print("""

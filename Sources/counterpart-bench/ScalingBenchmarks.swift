@@ -47,7 +47,6 @@ extension ServerBench {
             return
         }
         defer { server.stop() }
-        if let note = server.note { print("  \(server.label): \(note)") }
 
         var verdicts: [String] = []
         concurrentUploads(server, fixture: fixture, context: context, verdicts: &verdicts)

@@ -523,7 +523,6 @@ final class ServerBench {
         let results = measureAll(measure, servers: servers, fixture: fixture, options: options, eachRound: eachRound)
         print(render(measure, servers: servers, results: results, dd: measure == .upload ? (ddRates, fixture.bigSize) : nil))
         for (server, result) in zip(servers, results) {
-            if let note = server.note { print("  \(server.label): \(note)") }
             if let failure = result.failure { print("  \(server.label): FAILED: \(failure)") }
             for note in result.notes { print("  \(server.label): \(note)") }
         }
@@ -570,7 +569,7 @@ final class ServerBench {
             switch comparison.peer {
             case .server(let spec):
                 guard let (peer, peerResult) = result(spec) else { continue }
-                peerLabel = peer.shortLabel
+                peerLabel = peer.spec.shortName
                 peerFigure = peerResult.figure
                 peerCPU = peerResult.cpu
             case .dd:
@@ -579,19 +578,19 @@ final class ServerBench {
                 peerFigure = dd
             }
             let ratio = subjectResult.figure.median / peerFigure.median
-            let name = "\(subject.shortLabel) / \(peerLabel), \(measure.unit)"
+            let name = "\(subject.spec.shortName) / \(peerLabel), \(measure.unit)"
             let passes = comparison.rateTarget.map { ratio >= $0 }
             let targetText = comparison.rateTarget.map { "≥ \(format($0, decimals: 2))×" }
             lines.append("\(name): \(format(ratio, decimals: 2))×" + (targetText.map { " (target \($0): \(passes! ? "PASS" : "BELOW"))" } ?? ""))
             context.record(RatioRecord(section: section, name: name, ratio: ratio, target: targetText, passes: passes))
             if let target = comparison.rateTarget {
                 context.record(TargetCheck(
-                    name: "\(shortTitle(measure, fixture: fixture)): \(subject.shortLabel) / \(peerLabel)", measured: 100 * ratio,
+                    name: "\(shortTitle(measure, fixture: fixture)): \(subject.spec.shortName) / \(peerLabel)", measured: 100 * ratio,
                     target: 100 * target, unit: "%", source: "issue; same run"))
             }
             if !subjectResult.cpu.isEmpty, !peerCPU.isEmpty {
                 let cpuRatio = subjectResult.cpu.median / peerCPU.median
-                let cpuName = "\(subject.shortLabel) / \(peerLabel), server \(measure.cpuUnit)"
+                let cpuName = "\(subject.spec.shortName) / \(peerLabel), server \(measure.cpuUnit)"
                 let cpuPasses = comparison.cpuTarget.map { cpuRatio <= $0 }
                 let cpuTargetText = comparison.cpuTarget.map { "≤ \(format($0, decimals: 2))×" }
                 lines.append("\(cpuName): \(format(cpuRatio, decimals: 2))×"
@@ -599,7 +598,7 @@ final class ServerBench {
                 context.record(RatioRecord(section: section, name: cpuName, ratio: cpuRatio, target: cpuTargetText, passes: cpuPasses))
                 if let target = comparison.cpuTarget {
                     context.record(TargetCheck(
-                        name: "\(shortTitle(measure, fixture: fixture)): CPU per request, \(subject.shortLabel) / \(peerLabel)",
+                        name: "\(shortTitle(measure, fixture: fixture)): CPU per request, \(subject.spec.shortName) / \(peerLabel)",
                         measured: 100 * cpuRatio, target: 100 * target, unit: "%", source: "issue; same run", comparison: .below))
                 }
             }

@@ -52,26 +52,21 @@ final class ServerUnderTest {
     /// the C peer's uploads folder.
     let storeFolder: String
     let logPath: String
-    /// Set when Counterpart refused `--sync` (an older build) and was started without it.
-    let note: String?
     private let process: Process
     private let outputPipe: Pipe?
     private var stopped = false
 
     var isCounterpart: Bool { spec.isCounterpart }
-    /// The spec's short name, marked when the server runs without a flag it was meant to get.
-    var shortLabel: String { spec.shortName + (note == nil ? "" : " (no --sync)") }
     var pid: Int32 { process.processIdentifier }
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
-    private init(spec: ServerSpec, label: String, port: UInt16, storeFolder: String, logPath: String, note: String?,
+    private init(spec: ServerSpec, label: String, port: UInt16, storeFolder: String, logPath: String,
                  process: Process, outputPipe: Pipe?) {
         self.spec = spec
         self.label = label
         self.port = port
         self.storeFolder = storeFolder
         self.logPath = logPath
-        self.note = note
         self.process = process
         self.outputPipe = outputPipe
     }
@@ -103,23 +98,15 @@ final class ServerUnderTest {
     }
 
     /// Starts `counterpart --port 0 --root ROOT --uploads FOLDER/uploads --quiet [--threads N]
-    /// [--sync MODE] EXTRA`. When it refuses `--sync` (exit status 2 before listening: a build
-    /// without the flag), it is started again without it and `note` says so.
+    /// [--sync MODE] EXTRA` (the build `make bench` made from this tree).
     static func startCounterpart(
         binary: String, threads: Int?, sync: String?, extra: [String] = [], label: String, root: String, folder: String
     ) throws -> ServerUnderTest {
         let uploads = folder + "/uploads"
         let base = ["--port", "0", "--root", root, "--uploads", uploads, "--quiet"]
             + (threads.map { ["--threads", String($0)] } ?? []) + extra
-        let spec = ServerSpec.counterpart(threads: threads, sync: sync)
-        do {
-            return try startListening(spec: spec, binary: binary, arguments: base + (sync.map { ["--sync", $0] } ?? []),
-                                      label: label, folder: folder, storeFolder: uploads, note: nil)
-        } catch let failure as StartFailure where sync != nil && failure.status == 2 {
-            return try startListening(spec: spec, binary: binary, arguments: base, label: label + " (sync flag missing)",
-                                      folder: folder, storeFolder: uploads,
-                                      note: "this build refused --sync \(sync!) (exit status 2) and runs without it")
-        }
+        return try startListening(spec: .counterpart(threads: threads, sync: sync), binary: binary,
+                                  arguments: base + (sync.map { ["--sync", $0] } ?? []), label: label, folder: folder, storeFolder: uploads)
     }
 
     /// Starts the C libmicrohttpd peer (2 threads, like the machine's cores) on `root` and
@@ -131,19 +118,13 @@ final class ServerUnderTest {
             spec: .mhd, binary: binary,
             arguments: ["--port", "0", "--root", root, "--uploads", uploads, "--threads", "2"]
                 + (connectionMemory.map { ["--connection-memory", String($0)] } ?? []),
-            label: "C libmicrohttpd + MHD_PostProcessor", folder: folder, storeFolder: uploads, note: nil)
-    }
-
-    private struct StartFailure: Error, CustomStringConvertible {
-        let description: String
-        /// The exit status, when the server exited before it listened.
-        let status: Int32?
+            label: "C libmicrohttpd + MHD_PostProcessor", folder: folder, storeFolder: uploads)
     }
 
     /// Runs a server that prints "listening on http://127.0.0.1:PORT" once ready and reads
     /// its port from that line.
     private static func startListening(
-        spec: ServerSpec, binary: String, arguments: [String], label: String, folder: String, storeFolder: String, note: String?
+        spec: ServerSpec, binary: String, arguments: [String], label: String, folder: String, storeFolder: String
     ) throws -> ServerUnderTest {
         try FileManager.default.createDirectory(atPath: storeFolder, withIntermediateDirectories: true)
         let logPath = folder + "/\(spec.key).log"
@@ -170,12 +151,10 @@ final class ServerUnderTest {
             _ = waitForExit(process, seconds: 2)
             let status = process.isRunning ? nil : process.terminationStatus
             let log = MachineContext.readTextFile(logPath) ?? ""
-            throw StartFailure(
-                description: "\(label) did not start (first line: \(line.map { "\"\($0)\"" } ?? "none")"
-                    + (status.map { ", exit status \($0)" } ?? "") + "); stderr: \(log.prefix(400))",
-                status: status)
+            throw BenchFailure("\(label) did not start (first line: \(line.map { "\"\($0)\"" } ?? "none")"
+                + (status.map { ", exit status \($0)" } ?? "") + "); stderr: \(log.prefix(400))")
         }
-        server = ServerUnderTest(spec: spec, label: label, port: port, storeFolder: storeFolder, logPath: logPath, note: note,
+        server = ServerUnderTest(spec: spec, label: label, port: port, storeFolder: storeFolder, logPath: logPath,
                                  process: process, outputPipe: output)
         return server!
     }
@@ -206,7 +185,7 @@ final class ServerUnderTest {
             while process.isRunning, !LoopbackPort.accepts(port), monotonicNanoseconds() < deadline { usleep(10_000) }
             if process.isRunning, LoopbackPort.accepts(port) {
                 return ServerUnderTest(spec: .nginx(workers: workers), label: label, port: port, storeFolder: folder + "/body",
-                                       logPath: logPath, note: nil, process: process, outputPipe: nil)
+                                       logPath: logPath, process: process, outputPipe: nil)
             }
             stop(process, label: label, graceSeconds: 0)
             lastProblem = MachineContext.readTextFile(logPath) ?? "no error log"
