@@ -50,4 +50,10 @@ static inline void *cp_connection_context(struct MHD_Connection *connection) {
     return info == NULL ? NULL : info->socket_context;
 }
 
+/// Every header and query argument of the request, in one pass (the kinds are a bit mask,
+/// which Swift's import of the enum cannot combine); the iterator is told each value's kind.
+static inline int cp_headers_and_arguments(struct MHD_Connection *connection, MHD_KeyValueIterator iterator, void *cls) {
+    return MHD_get_connection_values(connection, (enum MHD_ValueKind)(MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND), iterator, cls);
+}
+
 #endif

@@ -10,7 +10,8 @@ enum Faults {
         // The request's own faults first: an invalid one gets 400 and no rule counts it.
         var header: FaultSpec?
         if let text = head.header("Counterpart-Fault") { header = try FaultSpec(parsing: text) }
-        let query = try FaultSpec(query: head.query)
+        // Most requests have no query: nothing to parse or to override with.
+        let query = head.query.isEmpty ? nil : try FaultSpec(query: head.query)
         // Each source makes its own draws (fail, jitter), in its own sequence.
         let serverWide = server.serverWide
         var decision = FaultDecision(spec: serverWide.draws ? serverWide.resolved(draw: server.nextServerWideDraw()) : serverWide, rule: nil)
@@ -19,7 +20,7 @@ enum Faults {
             decision.rule = count.rule
         }
         if let header { decision.spec = decision.spec.overridden(by: header.resolved(draw: 0)) }
-        decision.spec = decision.spec.overridden(by: query.resolved(draw: 0))
+        if let query { decision.spec = decision.spec.overridden(by: query.resolved(draw: 0)) }
         return decision
     }
 

@@ -155,12 +155,9 @@ func readHead(
     version: UnsafePointer<CChar>?
 ) -> RequestHead {
     var collected = CollectedValues()
-    // Counted first (an iterator of NULL only counts), so the arrays grow once.
-    collected.headers.reserveCapacity(Int(MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, nil, nil)))
+    collected.headers.reserveCapacity(16)
     withUnsafeMutablePointer(to: &collected) { pointer in
-        _ = MHD_get_connection_values(connection, MHD_ValueKind.HEADER_KIND, collectValue, pointer)
-        pointer.pointee.collectingQuery = true
-        _ = MHD_get_connection_values(connection, MHD_ValueKind.GET_ARGUMENT_KIND, collectValue, pointer)
+        _ = cp_headers_and_arguments(connection, collectValue, pointer)
     }
     let watched = watchedConnection(connection)
     var head = RequestHead(
@@ -177,14 +174,13 @@ func readHead(
 struct CollectedValues {
     var headers: [HTTPField] = []
     var query: [(name: String, value: String?)] = []
-    var collectingQuery = false
 }
 
-let collectValue: MHD_KeyValueIterator = { cls, _, key, value in
+let collectValue: MHD_KeyValueIterator = { cls, kind, key, value in
     guard let cls, let key else { return MHD_Result.YES }
     let collected = cls.assumingMemoryBound(to: CollectedValues.self)
     let name = String(cString: key)
-    if collected.pointee.collectingQuery {
+    if kind == MHD_ValueKind.GET_ARGUMENT_KIND {
         collected.pointee.query.append((name, value.map { String(cString: $0) }))
     } else {
         collected.pointee.headers.append(HTTPField(name: name, value: value.map { String(cString: $0) } ?? ""))
