@@ -27,7 +27,10 @@ func queue(_ response: Response, on connection: OpaquePointer, for state: Reques
     state.pending = nil
     state.answered = true
     state.status = response.status
-    state.bodyBytes = state.head.method == "HEAD" ? 0 : response.bodyLength
+    // HEAD answers, 204 and 304 carry no content (RFC 9110 §6.4.1), whatever length a 304
+    // announces: the journal and the access log count what the body holds.
+    let hasContent = state.head.method != "HEAD" && response.status != 204 && response.status != 304
+    state.bodyBytes = hasContent ? response.bodyLength : 0
 
     let created: OpaquePointer?
     switch response.body {

@@ -21,6 +21,17 @@ struct JournalTests {
 
     /// Entries are bounded in bytes as well as in number: requests with 30 KB heads (a
     /// hostile client's) push the oldest out long before 1,000 of them are kept.
+    /// A 304 announces the 200's Content-Length but sends no body: the journal counts none.
+    @Test func aNotModifiedAnswerCountsNoBodyBytes() throws {
+        let etag = try #require(try curl(["--head", server.url("/data.bin")]).header("ETag"))
+        let answer = try curl(["-H", "If-None-Match: \(etag)", server.url("/data.bin")])
+        #expect(answer.status == 304 && answer.body.isEmpty)
+        let entry = try #require(server.server.journal.waitForRequests(path: "/data.bin", method: "GET").last)
+        #expect(entry.status == 304)
+        #expect(entry.responseBodyBytes == 0)
+        #expect(entry.bytesSent == 0)
+    }
+
     @Test func itKeepsABoundedNumberOfBytes() throws {
         let small = try TestServer { $0.journalMaxBytes = 200_000 }
         let padding = String(repeating: "p", count: 30_000)
