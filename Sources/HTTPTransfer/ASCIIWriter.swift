@@ -33,6 +33,17 @@ package struct ASCIIWriter {
     /// `value` in `radix` (lowercase letters past 9), at least `minimumDigits` long with
     /// leading zeros.
     package mutating func number(_ value: UInt64, radix: UInt64 = 10, minimumDigits: Int = 1) {
+        // The common radixes as constants: their divisions become multiplies and shifts
+        // (a division by a variable is tens of cycles, and every digit takes two).
+        switch radix {
+        case 10: digits(value, radix: 10, minimumDigits: minimumDigits)
+        case 16: digits(value, radix: 16, minimumDigits: minimumDigits)
+        default: digits(value, radix: radix, minimumDigits: minimumDigits)
+        }
+    }
+
+    @inline(__always)
+    private mutating func digits(_ value: UInt64, radix: UInt64, minimumDigits: Int) {
         var digits = 1
         var rest = value / radix
         while rest > 0 { digits += 1; rest /= radix }

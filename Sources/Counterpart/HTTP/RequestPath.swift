@@ -11,9 +11,16 @@ enum RequestPath {
 
     init(_ rawPath: String) {
         var segments: [String] = []
-        let escaped = rawPath.utf8.contains(0x25)
-        // Split as bytes: splitting the String would find grapheme clusters first.
-        for raw in rawPath.utf8.split(separator: 0x2F, omittingEmptySubsequences: true) {
+        let bytes = rawPath.utf8
+        let escaped = bytes.contains(0x25)
+        // Split as bytes (splitting the String would find grapheme clusters first), without
+        // an array of the pieces; empty segments (`//`) are skipped.
+        var next = bytes.startIndex
+        while next < bytes.endIndex {
+            let end = bytes[next...].firstIndex(of: 0x2F) ?? bytes.endIndex
+            let raw = bytes[next..<end]
+            next = end < bytes.endIndex ? bytes.index(after: end) : end
+            if raw.isEmpty { continue }
             guard escaped else {
                 // Nothing to decode (most paths): the segment is as sent, valid UTF-8 already,
                 // and cannot hold `/` or NUL; only `.` and `..` are refused.
