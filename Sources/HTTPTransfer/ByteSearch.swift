@@ -127,6 +127,14 @@ package enum ASCII {
         return slice
     }
 
+    /// `bytes` with leading and trailing spaces and tabs removed, without a copy.
+    package static func trimmed(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        var start = bytes.startIndex, end = bytes.endIndex
+        while start < end, isWhitespace(bytes[start]) { start += 1 }
+        while end > start, isWhitespace(bytes[end - 1]) { end -= 1 }
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+    }
+
     /// `text` without leading and trailing spaces and tabs.
     package static func trimmed<S: StringProtocol>(_ text: S) -> S.SubSequence {
         let start = text.firstIndex { $0 != " " && $0 != "\t" } ?? text.endIndex

@@ -15,24 +15,24 @@ public struct ContentDisposition: Equatable, Sendable {
     }
 
     public subscript(parameter name: String) -> String? {
-        ParameterizedValue(value: type, parameters: parameters)[parameter: name]
+        ParameterizedValue.value(of: ASCII.lowercased(name), in: parameters)
     }
 
     /// The `name` parameter.
-    public var name: String? { self[parameter: "name"] }
+    public var name: String? { ParameterizedValue.value(of: "name", in: parameters) }
 
     /// Whether a `filename` or `filename*` parameter is present, even empty: such a
     /// part is a file (RFC 7578 §4.2).
-    public var hasFilename: Bool { self[parameter: "filename"] != nil || self[parameter: "filename*"] != nil }
+    public var hasFilename: Bool { parameters.contains { $0.name == "filename" || $0.name == "filename*" } }
 
     /// The file name as the client sent it: a valid `filename*` (RFC 8187) wins over
     /// `filename`; an invalid one is ignored. Never percent-decoded otherwise (HTML
     /// Standard: browsers write `%22`, `%0D`, `%0A` for `"`, CR, LF and mean them literally).
     public var filename: String? {
-        if let extended = self[parameter: "filename*"], let decoded = ExtendedValue.decode(extended) {
+        if let extended = ParameterizedValue.value(of: "filename*", in: parameters), let decoded = ExtendedValue.decode(extended) {
             return decoded
         }
-        return self[parameter: "filename"]
+        return ParameterizedValue.value(of: "filename", in: parameters)
     }
 
     /// `attachment; filename="…"` for a download, with `filename*=UTF-8''…` when the name

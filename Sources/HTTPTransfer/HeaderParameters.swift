@@ -27,8 +27,12 @@ public struct ParameterizedValue: Equatable, Sendable {
 
     /// The value of the parameter `name` (case-insensitive), if present.
     public subscript(parameter name: String) -> String? {
-        let wanted = ASCII.lowercased(name)
-        return parameters.first { $0.name == wanted }?.value
+        Self.value(of: ASCII.lowercased(name), in: parameters)
+    }
+
+    /// The value of the parameter `lowercasedName` in `parameters`.
+    static func value(of lowercasedName: String, in parameters: [Parameter]) -> String? {
+        parameters.first { $0.name == lowercasedName }?.value
     }
 
     /// Parses `text`. Throws on an empty value, a parameter without `=`, an unterminated
@@ -47,7 +51,6 @@ public struct ParameterizedValue: Equatable, Sendable {
         guard !main.isEmpty else { throw HeaderValueError("the value is empty") }
         value = headerText(main)
         parameters = []
-        var seen = Set<String>()
 
         while index < bytes.count {
             index += 1  // past ";"
@@ -66,41 +69,49 @@ public struct ParameterizedValue: Equatable, Sendable {
             guard !rawName.isEmpty, rawName.allSatisfy(ASCII.isTokenChar) else {
                 throw HeaderValueError("\"\(headerText(rawName))\" is not a valid parameter name")
             }
-            let name = String(decoding: rawName.map(ASCII.lower), as: UTF8.self)
+            // Names are tokens (ASCII): lowercased into the string as it is made.
+            let name = String(unsafeUninitializedCapacity: rawName.count) { out in
+                for (offset, byte) in rawName.enumerated() { out[offset] = ASCII.lower(byte) }
+                return rawName.count
+            }
             index += 1  // past "="
             while index < bytes.count, ASCII.isWhitespace(bytes[index]) { index += 1 }
 
             let parameterValue: String
             if index < bytes.count, bytes[index] == ASCII.quote {
-                var unescaped: [UInt8] = []
                 index += 1
+                let valueStart = index
+                var escaped = false
                 var closed = false
                 while index < bytes.count {
                     let byte = bytes[index]
-                    if byte == ASCII.quote { closed = true; index += 1; break }
+                    if byte == ASCII.quote { closed = true; break }
                     if byte == ASCII.backslash, index + 1 < bytes.count,
                        bytes[index + 1] == ASCII.quote || bytes[index + 1] == ASCII.backslash {
-                        unescaped.append(bytes[index + 1])
+                        escaped = true
                         index += 2
                         continue
                     }
-                    unescaped.append(byte)
                     index += 1
                 }
                 guard closed else {
                     throw HeaderValueError("the quoted value of \"\(name)\" has no closing quote")
                 }
+                let quoted = bytes[valueStart..<index]
+                index += 1  // past the closing quote
                 while index < bytes.count, ASCII.isWhitespace(bytes[index]) { index += 1 }
                 guard index == bytes.count || bytes[index] == ASCII.semicolon else {
                     throw HeaderValueError("unexpected text after the quoted value of \"\(name)\"")
                 }
-                parameterValue = headerText(unescaped)
+                // Most quoted values have no escapes: their bytes are the value.
+                parameterValue = escaped ? headerText(Self.unescaped(quoted)) : headerText(quoted)
             } else {
                 let valueStart = index
                 while index < bytes.count, bytes[index] != ASCII.semicolon { index += 1 }
                 parameterValue = headerText(ASCII.trimmed(bytes[valueStart..<index]))
             }
-            guard seen.insert(name).inserted else {
+            // A handful of parameters at most (maxParameters): a scan beats hashing into a set.
+            guard !parameters.contains(where: { $0.name == name }) else {
                 throw HeaderValueError("parameter \"\(name)\" is given twice")
             }
             guard parameters.count < Self.maxParameters else {
@@ -108,6 +119,25 @@ public struct ParameterizedValue: Equatable, Sendable {
             }
             parameters.append(Parameter(name: name, value: parameterValue))
         }
+    }
+
+    /// A quoted-string's content with its escapes undone: `\"` and `\\` only.
+    private static func unescaped(_ quoted: ArraySlice<UInt8>) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(quoted.count)
+        var index = quoted.startIndex
+        while index < quoted.endIndex {
+            let byte = quoted[index]
+            if byte == ASCII.backslash, index + 1 < quoted.endIndex,
+               quoted[index + 1] == ASCII.quote || quoted[index + 1] == ASCII.backslash {
+                out.append(quoted[index + 1])
+                index += 2
+                continue
+            }
+            out.append(byte)
+            index += 1
+        }
+        return out
     }
 }
 

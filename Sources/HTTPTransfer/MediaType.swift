@@ -29,7 +29,7 @@ public struct MediaType: Equatable, Sendable {
     public var essence: String { "\(type)/\(subtype)" }
 
     public subscript(parameter name: String) -> String? {
-        ParameterizedValue(value: essence, parameters: parameters)[parameter: name]
+        ParameterizedValue.value(of: ASCII.lowercased(name), in: parameters)
     }
 }
 

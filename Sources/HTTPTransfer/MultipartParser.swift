@@ -393,7 +393,7 @@ public struct MultipartParser {
         if line.contains(ASCII.cr) { throw malformed("the line contains a carriage return that does not end it") }
         if ASCII.isWhitespace(line[0]) {
             guard !headers.fields.isEmpty else { throw malformed("the first header line starts with whitespace") }
-            headers.continueLastValue(with: headerText(ASCII.trimmed(ArraySlice(line))))
+            headers.continueLastValue(with: headerText(ASCII.trimmed(line)))
             return false
         }
         guard let colon = line.firstIndex(of: ASCII.colon) else {
@@ -403,7 +403,7 @@ public struct MultipartParser {
         guard !name.isEmpty, name.allSatisfy(ASCII.isTokenChar) else {
             throw malformed("\"\(Self.excerpt(name))\" is not a valid header name")
         }
-        let value = ASCII.trimmed(ArraySlice(line[(colon + 1)...]))
+        let value = ASCII.trimmed(UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]))
         headers.append(.init(name: String(decoding: name, as: UTF8.self), value: headerText(value)))
         return false
     }

@@ -86,4 +86,42 @@ struct HeaderValueTests {
         #expect(throws: HeaderValueError.self) { try ParameterizedValue(parsing: "form-data; name=\"a\" junk") }
         #expect(throws: HeaderValueError.self) { try ParameterizedValue(parsing: "form-data; na me=a") }
     }
+
+    /// Quoted-strings: `\"` and `\\` are escapes, any other backslash is kept (Windows paths),
+    /// names are lowercased, and a name given twice in any case is refused.
+    @Test(arguments: [
+        (#"form-data; name="plain""#, "plain"),
+        (#"form-data; name="say \"hi\"""#, #"say "hi""#),
+        (#"form-data; name="back\\slash""#, #"back\slash"#),
+        (#"form-data; name="C:\dir\a.txt""#, #"C:\dir\a.txt"#),
+        (#"form-data; name="ends\\""#, #"ends\"#),
+        (#"form-data; NaMe="upper""#, "upper"),
+        (#"form-data; name="""#, ""),
+        ("form-data; name=\"caf\u{E9}\"", "caf\u{E9}"),
+    ])
+    func quotedValuesAreUnescapedOnlyWhereTheyEscape(_ header: String, _ name: String?) throws {
+        let disposition = try ContentDisposition(parsing: header)
+        #expect(disposition.name == name)
+        #expect(disposition.parameters.map(\.name) == ["name"])
+    }
+
+    @Test(arguments: [
+        (#"form-data; name="a"; NAME="b""#, #"parameter "name" is given twice"#),
+        (#"form-data; name="open"#, #"the quoted value of "name" has no closing quote"#),
+        (#"form-data; name="escaped end\""#, #"the quoted value of "name" has no closing quote"#),
+        (#"form-data; name="a"b"#, #"unexpected text after the quoted value of "name""#),
+    ])
+    func brokenParameterListsSayWhy(_ header: String, _ why: String) {
+        #expect(throws: HeaderValueError(why)) { try ParameterizedValue(parsing: header) }
+    }
+
+    @Test func aFileNameIsFoundWhicheverFormItTakes() throws {
+        let both = try ContentDisposition(parsing: #"form-data; name="f"; filename="a.txt"; filename*=UTF-8''%E2%82%AC.txt"#)
+        #expect(both.hasFilename && both.filename == "€.txt" && both[parameter: "FILENAME"] == "a.txt")
+        let empty = try ContentDisposition(parsing: #"form-data; name="f"; filename="""#)
+        #expect(empty.hasFilename && empty.filename == "")
+        let invalidExtended = try ContentDisposition(parsing: #"form-data; name="f"; filename*=nonsense"#)
+        #expect(invalidExtended.hasFilename && invalidExtended.filename == nil)
+        #expect(try !ContentDisposition(parsing: #"form-data; name="f""#).hasFilename)
+    }
 }
