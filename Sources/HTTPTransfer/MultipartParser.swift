@@ -389,8 +389,11 @@ public struct MultipartParser {
         func malformed(_ why: String) -> MultipartError {
             failure(.malformedHeader(why), offset: offset, part: partCount)
         }
-        if line.contains(0) { throw malformed("the line contains a NUL byte") }
-        if line.contains(ASCII.cr) { throw malformed("the line contains a carriage return that does not end it") }
+        // memchr (the line is not empty here): two whole-line scans.
+        if memchr(line.baseAddress!, 0, line.count) != nil { throw malformed("the line contains a NUL byte") }
+        if memchr(line.baseAddress!, Int32(ASCII.cr), line.count) != nil {
+            throw malformed("the line contains a carriage return that does not end it")
+        }
         if ASCII.isWhitespace(line[0]) {
             guard !headers.fields.isEmpty else { throw malformed("the first header line starts with whitespace") }
             headers.continueLastValue(with: headerText(ASCII.trimmed(line)))
