@@ -257,6 +257,25 @@ final class ServerFixture {
     }
 
     /// Copies the first `size` bytes of the big file to `path`; returns their SHA-256 (hex).
+    /// Writes a file a little larger than the big one next to the uploads folders, and
+    /// deletes it, right before each timed upload (and dd run). This machine hands memory
+    /// that has been free for a few seconds back to its host; writing 1 GiB into pages that
+    /// must come back first costs the writer 2–3 times the CPU (0.7–0.8 s against 1.8–2.4 s
+    /// per GB for nginx in alternating runs), so whichever server ran after a pause looked
+    /// slow. Freed just before, the memory is in the same state for every server.
+    func warmPageCache() throws {
+        let path = folder + "/warm-page-cache.bin"
+        defer { unlink(path) }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw BenchFailure("cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        let piece = [UInt8](repeating: 0, count: 1 << 20)
+        for _ in 0..<(bigSize >> 20) + 64 {
+            let written = piece.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            guard written == piece.count else { throw BenchFailure("cannot write \(path): \(String(cString: strerror(errno)))") }
+        }
+    }
+
     func writePrefix(of size: Int, to path: String) throws -> String {
         guard let input = FileHandle(forReadingAtPath: bigPath) else { throw BenchFailure("cannot read \(bigPath)") }
         defer { try? input.close() }
@@ -626,6 +645,7 @@ final class ServerBench {
         let path = fixture.folder + "/dd-fsync.bin"
         defer { unlink(path) }
         sync()
+        try fixture.warmPageCache()
         let result = try runCommand(dd, ["if=/dev/zero", "of=\(path)", "bs=1M", "count=\(fixture.bigSize >> 20)", "conv=fsync"])
         guard result.status == 0 else { throw BenchFailure("dd failed: \(result.errorOutput.prefix(300))") }
         // "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 3.85 s, 279 MB/s"
@@ -713,7 +733,7 @@ final class ServerBench {
         case .upload:
             return "Upload: \(big) multipart body, curl -s -H 'Expect:' -F file=@\(ServerFixture.bigName) POST /upload; MB/s of body (MB = 10^6 B); "
                 + "the stored file checked (Counterpart: size and SHA-256 of its answer; the C peer: size, and its SHA-256 after the warm-up; nginx: the body's size); "
-                + "folders emptied and sync(2) before each run; median [min–max] of \(options.runs) run(s)"
+                + "folders emptied, sync(2) and a 1 GiB file written and deleted before each run (the same free memory for every server); median [min–max] of \(options.runs) run(s)"
         case .download:
             return "Download: GET /\(ServerFixture.bigName) (\(big)) with curl -s -o /dev/null; MB/s; median [min–max] of \(options.runs) run(s)"
         case .ranges:
@@ -763,6 +783,7 @@ final class ServerBench {
                         // No dirty pages of an earlier run are written back during this one.
                         Self.emptyFolder(server.storeFolder)
                         sync()
+                        try fixture.warmPageCache()
                     }
                     let memory = server.memoryProcesses
                     let resettable = memory.allSatisfy { ProcFS.resetPeakRSS($0) }
