@@ -2,7 +2,6 @@
 // (memmem, memcpy), the Range header parser, and SHA-256 as uploads are hashed.
 
 import Counterpart
-import Foundation
 import HTTPTransfer
 
 #if canImport(Glibc)
@@ -436,7 +435,7 @@ enum ParserBenchmarks {
         defer { bytes.deallocate(); scratch.deallocate() }
         var random = SplitMix64(seed: 1)
         random.fill(bytes.baseAddress!, count: size)
-        let cpuInfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let cpuInfo = MachineContext.readTextFile("/proc/cpuinfo") ?? ""
         let extensions = cpuInfo.contains(" sha_ni") ? "has the SHA extensions (sha_ni)" : "has no SHA extensions (no sha_ni in /proc/cpuinfo)"
         print("""
 
@@ -455,12 +454,7 @@ enum ParserBenchmarks {
                 }
                 blackHole(hasher.finish())
             }
-            let copyTime = seconds {
-                for offset in stride(from: 0, to: size, by: piece) {
-                    scratch.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + piece)]))
-                }
-                blackHole(scratch[piece - 1])
-            }
+            let copyTime = seconds { blackHole(copyInChunks(UnsafeRawBufferPointer(bytes), into: scratch)) }
             if run > 0 {
                 hashTimes.append(hashTime)
                 copyTimes.append(copyTime)

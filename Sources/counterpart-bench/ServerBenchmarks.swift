@@ -243,20 +243,24 @@ final class ServerFixture {
         while remaining > 0 {
             let count = min(remaining, chunk.count)
             random.fill(chunk.baseAddress!, count: count)
-            var offset = 0
-            while offset < count {
-                let written = write(descriptor, chunk.baseAddress! + offset, count - offset)
-                guard written > 0 else {
-                    if written < 0, errno == EINTR { continue }
-                    throw BenchFailure("cannot write \(path): \(String(cString: strerror(errno)))")
-                }
-                offset += written
-            }
+            try writeAll(descriptor, UnsafeRawBufferPointer(start: chunk.baseAddress!, count: count), path: path)
             remaining -= count
         }
     }
 
-    /// Copies the first `size` bytes of the big file to `path`; returns their SHA-256 (hex).
+    /// Writes all of `bytes` to `descriptor` (short writes and EINTR retried).
+    private static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            guard written > 0 else {
+                if written < 0, errno == EINTR { continue }
+                throw BenchFailure("cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+            offset += written
+        }
+    }
+
     /// Writes a file a little larger than the big one next to the uploads folders, and
     /// deletes it, right before each timed upload (and dd run). This machine hands memory
     /// that has been free for a few seconds back to its host; writing 1 GiB into pages that
@@ -271,11 +275,11 @@ final class ServerFixture {
         defer { close(descriptor) }
         let piece = [UInt8](repeating: 0, count: 1 << 20)
         for _ in 0..<(bigSize >> 20) + 64 {
-            let written = piece.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-            guard written == piece.count else { throw BenchFailure("cannot write \(path): \(String(cString: strerror(errno)))") }
+            try piece.withUnsafeBytes { try Self.writeAll(descriptor, $0, path: path) }
         }
     }
 
+    /// Copies the first `size` bytes of the big file to `path`; returns their SHA-256 (hex).
     func writePrefix(of size: Int, to path: String) throws -> String {
         guard let input = FileHandle(forReadingAtPath: bigPath) else { throw BenchFailure("cannot read \(bigPath)") }
         defer { try? input.close() }
@@ -733,7 +737,7 @@ final class ServerBench {
         case .upload:
             return "Upload: \(big) multipart body, curl -s -H 'Expect:' -F file=@\(ServerFixture.bigName) POST /upload; MB/s of body (MB = 10^6 B); "
                 + "the stored file checked (Counterpart: size and SHA-256 of its answer; the C peer: size, and its SHA-256 after the warm-up; nginx: the body's size); "
-                + "folders emptied, sync(2) and a 1 GiB file written and deleted before each run (the same free memory for every server); median [min–max] of \(options.runs) run(s)"
+                + "folders emptied, sync(2) and a file the big one's size written and deleted before each run (the same free memory for every server); median [min–max] of \(options.runs) run(s)"
         case .download:
             return "Download: GET /\(ServerFixture.bigName) (\(big)) with curl -s -o /dev/null; MB/s; median [min–max] of \(options.runs) run(s)"
         case .ranges:

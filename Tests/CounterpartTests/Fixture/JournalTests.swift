@@ -19,8 +19,6 @@ struct JournalTests {
         #expect(!entry.clientHungUp)
     }
 
-    /// Entries are bounded in bytes as well as in number: requests with 30 KB heads (a
-    /// hostile client's) push the oldest out long before 1,000 of them are kept.
     /// A 304 announces the 200's Content-Length but sends no body: the journal counts none.
     @Test func aNotModifiedAnswerCountsNoBodyBytes() throws {
         let etag = try #require(try curl(["--head", server.url("/data.bin")]).header("ETag"))
@@ -32,6 +30,8 @@ struct JournalTests {
         #expect(entry.bytesSent == 0)
     }
 
+    /// Entries are bounded in bytes as well as in number: requests with 30 KB heads (a
+    /// hostile client's) push the oldest out long before 1,000 of them are kept.
     @Test func itKeepsABoundedNumberOfBytes() throws {
         let small = try TestServer { $0.journalMaxBytes = 200_000 }
         let padding = String(repeating: "p", count: 30_000)
