@@ -2,12 +2,13 @@
 extension Response {
     /// `{"error": "<sentence>"}` with the given status.
     static func error(_ status: Int, _ message: String, headers: [HTTPField] = []) -> Response {
-        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/json")],
-                 body: .bytes(JSON.object([("error", .string(message))]).bytes + [0x0A]))
+        json(status, .object([("error", .string(message))]), headers: headers)
     }
 
-    static func json(_ status: Int, _ value: JSON, headers: [HTTPField] = []) -> Response {
-        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/json")],
+    /// `value` and a newline, as `contentType` (JSON, or a JSON-based type such as
+    /// `application/problem+json`).
+    static func json(_ status: Int, _ value: JSON, headers: [HTTPField] = [], contentType: String = "application/json") -> Response {
+        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: contentType)],
                  body: .bytes(value.bytes + [0x0A]))
     }
 

@@ -57,7 +57,7 @@ struct ResumableSession {
         // not see, nor to an upload another request has completed or removed. (Only the
         // progress counts: a writer that let go saved its offset and moved the expiry.)
         let found = store.current(upload.id)
-        guard let found, found.hasProgress(of: upload) else {
+        guard let found, found.isUnchanged(since: upload) else {
             claim.release()
             return .respond(found.map { offsetMismatch(provided: upload.offset, $0) } ?? failure(.notFound))
         }
@@ -103,8 +103,7 @@ struct ResumableSession {
     }
 
     static func problem(_ status: Int, _ members: [(String, JSON)], headers: [HTTPField] = []) -> Response {
-        Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "application/problem+json")],
-                 body: .bytes(JSON.object(members).bytes + [0x0A]))
+        Response.json(status, .object(members), headers: headers, contentType: "application/problem+json")
     }
 
     static let problemBase = "https://iana.org/assignments/http-problem-types#"

@@ -51,11 +51,13 @@ final class ResumableStore: Sendable {
 
         var isComplete: Bool { length.map { offset == $0 } ?? false }
 
-        /// Whether this is `other` with nothing written, declared, completed or invalidated
-        /// since: what an append must find to go on (the expiry may have moved).
-        func hasProgress(of other: Upload) -> Bool {
-            offset == other.offset && length == other.length && invalid == other.invalid && storedName == other.storedName
-                && answer == other.answer
+        /// Whether this is `seen` as it was, but for its expiry (a writer that lets go moves
+        /// it): nothing written, declared, completed or invalidated since. What an append
+        /// must find to go on.
+        func isUnchanged(since seen: Upload) -> Bool {
+            var seen = seen
+            seen.expiresAt = expiresAt
+            return self == seen
         }
     }
 
@@ -367,7 +369,10 @@ final class ResumableStore: Sendable {
 
     private static func newIdentifier() -> String {
         var generator = SystemRandomNumberGenerator()
-        return String(format: "%016llx%016llx", generator.next() as UInt64, generator.next() as UInt64)
+        return ASCIIWriter.string(capacity: 32) { out in
+            out.number(generator.next(), radix: 16, minimumDigits: 16)
+            out.number(generator.next(), radix: 16, minimumDigits: 16)
+        }
     }
 
     static func isIdentifier(_ text: String) -> Bool {
