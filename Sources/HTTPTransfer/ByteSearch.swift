@@ -107,11 +107,15 @@ package enum ASCII {
 
     package static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
-        var a = a, b = b
-        return a.withUTF8 { x in b.withUTF8 { y in
-            for i in 0..<x.count where lower(x[i]) != lower(y[i]) { return false }
-            return true
-        } }
+        // Borrowed views of both strings' bytes: no copy, and no reference counting, which
+        // `withUTF8` on a `var` copy of each would cost (this runs for every header lookup).
+        let compared = a.utf8.withContiguousStorageIfAvailable { x in
+            b.utf8.withContiguousStorageIfAvailable { y in
+                for i in 0..<x.count where lower(x[i]) != lower(y[i]) { return false }
+                return true
+            }
+        }
+        return (compared ?? nil) ?? zip(a.utf8, b.utf8).allSatisfy { lower($0) == lower($1) }
     }
 
     package static func lowercased(_ s: String) -> String {

@@ -7,41 +7,67 @@ struct HTTPField: Equatable, Sendable {
 }
 
 /// A request as it is known once its head has arrived.
+///
+/// What arrived is kept in one shared, immutable object: the head is handed from the
+/// callback to the router, the endpoints, the journal and the access log, and each copy then
+/// costs one reference count instead of one per string and array (measured: about a hundred
+/// atomic reference-count operations fewer per request).
 struct RequestHead: Sendable {
-    var method: String
+    private final class Arrived: Sendable {
+        let method: String
+        let path: String
+        let decodedPath: RequestPath
+        let query: [(name: String, value: String?)]
+        let version: String
+        let headers: [HTTPField]
+        let clientAddress: String
+        let connection: WatchedConnection?
+
+        init(method: String, path: String, query: [(name: String, value: String?)], version: String,
+             headers: [HTTPField], clientAddress: String, connection: WatchedConnection?) {
+            self.method = method
+            self.path = path
+            self.decodedPath = RequestPath(path)
+            self.query = query
+            self.version = version
+            self.headers = headers
+            self.clientAddress = clientAddress
+            self.connection = connection
+        }
+    }
+
+    private let arrived: Arrived
+    var method: String { arrived.method }
     /// The request target's path, exactly as sent: still percent-encoded.
-    let path: String
+    var path: String { arrived.path }
     /// `path` decoded into segments, once for everything that routes or records the request.
-    let decodedPath: RequestPath
+    var decodedPath: RequestPath { arrived.decodedPath }
     /// Query arguments in order, still percent-encoded (libmicrohttpd has turned `+` into
     /// a space); nil value for an argument without `=`.
-    var query: [(name: String, value: String?)]
-    var version: String
-    var headers: [HTTPField]
-    var clientAddress: String
+    var query: [(name: String, value: String?)] { arrived.query }
+    var version: String { arrived.version }
+    var headers: [HTTPField] { arrived.headers }
+    var clientAddress: String { arrived.clientAddress }
+    /// The connection the request came on (nil for a head made without one): an upload a
+    /// newer request takes over shuts it down.
+    var connection: WatchedConnection? { arrived.connection }
     /// The fault the router applied, noted for the journal.
     var fault: AppliedFault?
     /// Who the request's credentials name, once the auth gate has let it in (nil without
     /// credentials): the owner of what it creates.
     var user: String? = nil
-    /// The connection the request came on (nil for a head made without one): an upload a
-    /// newer request takes over shuts it down.
-    var connection: WatchedConnection? = nil
 
     init(method: String, path: String, query: [(name: String, value: String?)], version: String,
-         headers: [HTTPField], clientAddress: String) {
-        self.method = method
-        self.path = path
-        self.decodedPath = RequestPath(path)
-        self.query = query
-        self.version = version
-        self.headers = headers
-        self.clientAddress = clientAddress
+         headers: [HTTPField], clientAddress: String, connection: WatchedConnection? = nil) {
+        arrived = Arrived(method: method, path: path, query: query, version: version, headers: headers,
+                          clientAddress: clientAddress, connection: connection)
     }
 
     /// The first value of the header `name`, compared case-insensitively.
     func header(_ name: String) -> String? {
-        for field in headers where ASCII.equalsIgnoringCase(field.name, name) { return field.value }
+        // By index: iterating `for field in` would copy (and reference-count) each field.
+        let headers = arrived.headers
+        for index in headers.indices where ASCII.equalsIgnoringCase(headers[index].name, name) { return headers[index].value }
         return nil
     }
 

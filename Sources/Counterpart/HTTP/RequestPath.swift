@@ -10,39 +10,37 @@ enum RequestPath {
     case refused
 
     init(_ rawPath: String) {
+        var path = rawPath
+        // One pass over the path's own bytes (a native string's, lent without a copy).
+        self = path.withUTF8(Self.split)
+    }
+
+    private static func split(_ bytes: UnsafeBufferPointer<UInt8>) -> RequestPath {
         var segments: [String] = []
-        let bytes = rawPath.utf8
         let escaped = bytes.contains(0x25)
-        // Split as bytes (splitting the String would find grapheme clusters first), without
-        // an array of the pieces; empty segments (`//`) are skipped.
-        var next = bytes.startIndex
-        while next < bytes.endIndex {
-            let end = bytes[next...].firstIndex(of: 0x2F) ?? bytes.endIndex
-            let raw = bytes[next..<end]
-            next = end < bytes.endIndex ? bytes.index(after: end) : end
+        // Empty segments (`//`) are skipped.
+        var next = 0
+        while next < bytes.count {
+            var end = next
+            while end < bytes.count, bytes[end] != 0x2F { end += 1 }
+            let raw = UnsafeBufferPointer(rebasing: bytes[next..<end])
+            next = end + 1
             if raw.isEmpty { continue }
             guard escaped else {
                 // Nothing to decode (most paths): the segment is as sent, valid UTF-8 already,
                 // and cannot hold `/` or NUL; only `.` and `..` are refused.
-                guard !(raw.count <= 2 && raw.allSatisfy { $0 == 0x2E }) else {
-                    self = .refused
-                    return
-                }
-                segments.append(String(Substring(raw)))
+                guard !(raw.count <= 2 && raw.allSatisfy { $0 == 0x2E }) else { return .refused }
+                segments.append(String(decoding: raw, as: UTF8.self))
                 continue
             }
-            guard let bytes = PercentEncoding.decodeBytes(String(Substring(raw))) else {
-                self = .malformed
-                return
-            }
-            guard !bytes.contains(0x2F), !bytes.contains(0), bytes != [0x2E], bytes != [0x2E, 0x2E],
-                  let segment = String(validating: bytes, as: UTF8.self) else {
-                self = .refused
-                return
+            guard let decoded = PercentEncoding.decodeBytes(String(decoding: raw, as: UTF8.self)) else { return .malformed }
+            guard !decoded.contains(0x2F), !decoded.contains(0), decoded != [0x2E], decoded != [0x2E, 0x2E],
+                  let segment = String(validating: decoded, as: UTF8.self) else {
+                return .refused
             }
             segments.append(segment)
         }
-        self = .segments(segments)
+        return .segments(segments)
     }
 
     /// `/a/b c` for segments `a`, `b c`; nil for a path that does not decode.

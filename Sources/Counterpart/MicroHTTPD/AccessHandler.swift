@@ -160,15 +160,14 @@ func readHead(
         _ = cp_headers_and_arguments(connection, collectValue, pointer)
     }
     let watched = watchedConnection(connection)
-    var head = RequestHead(
+    return RequestHead(
         method: method.map { String(cString: $0) } ?? "",
         path: RequestHead.path(ofTarget: url.map { String(cString: $0) } ?? "/"),
         query: collected.query,
         version: version.map { String(cString: $0) } ?? "",
         headers: collected.headers,
-        clientAddress: watched?.client ?? SocketAddress.describe(cp_client_address(connection)))
-    head.connection = watched
-    return head
+        clientAddress: watched?.client ?? SocketAddress.describe(cp_client_address(connection)),
+        connection: watched)
 }
 
 struct CollectedValues {

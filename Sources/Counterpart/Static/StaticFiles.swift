@@ -25,7 +25,7 @@ struct StaticFiles: Sendable {
         guard !segments.contains(where: { $0.hasPrefix(UploadStore.temporaryPrefix) || (hidesDotFiles && $0.hasPrefix(".")) }) else {
             return notFound(head)
         }
-        let relative = segments.isEmpty ? "." : segments.joined(separator: "/")
+        let relative = segments.count == 1 ? segments[0] : segments.isEmpty ? "." : segments.joined(separator: "/")
         guard let (file, info) = openBeneath(relative) else {
             return errno == EACCES ? Response.error(403, "\(head.path) cannot be read") : notFound(head)
         }
