@@ -73,8 +73,8 @@ enum ServerMeasure: CaseIterable {
     /// The servers measured side by side, Counterpart first.
     var lineup: [ServerSpec] {
         switch self {
-        case .small, .rangeRate: [.counterpartDefault, .nginx(workers: "1"), .nginx(workers: "2"), .mhd]
-        case .upload: [.counterpart(threads: nil, sync: "none"), .counterpart(threads: nil, sync: "full"), .mhd, .nginx(workers: "1")]
+        case .small, .rangeRate: [.counterpartDefault, .smallRequestMemory, .nginx(workers: "1"), .nginx(workers: "2"), .mhd]
+        case .upload: [.counterpart(threads: nil, sync: "none"), .counterpart(threads: nil, sync: "full"), .uploadMemory, .mhd, .nginx(workers: "1")]
         case .download: [.counterpartDefault, .nginx(workers: "1"), .mhd]
         case .ranges: [.counterpartDefault, .nginx(workers: "1")]
         }
@@ -90,6 +90,8 @@ enum ServerMeasure: CaseIterable {
                 Comparison(counterpart, .server(nginx1), rateTarget: 0.9, cpuTarget: 1.3),
                 Comparison(counterpart, .server(.nginx(workers: "2")), rateTarget: 0.8),
                 Comparison(counterpart, .server(.mhd)),
+                Comparison(.smallRequestMemory, .server(nginx1)),
+                Comparison(.smallRequestMemory, .server(.mhd)),
             ]
         case .upload:
             let none = ServerSpec.counterpart(threads: nil, sync: "none")
@@ -99,6 +101,8 @@ enum ServerMeasure: CaseIterable {
                 Comparison(none, .server(nginx1), rateTarget: 1.0),
                 Comparison(full, .dd, rateTarget: 0.85),
                 Comparison(full, .server(.mhd)),
+                Comparison(.uploadMemory, .server(.mhd)),
+                Comparison(.uploadMemory, .server(nginx1)),
             ]
         case .download: return [Comparison(counterpart, .server(nginx1), rateTarget: 0.95), Comparison(counterpart, .server(.mhd))]
         case .ranges: return [Comparison(counterpart, .server(nginx1))]
@@ -430,8 +434,8 @@ final class ServerBench {
 
     private func label(_ spec: ServerSpec) -> String {
         switch spec {
-        case .counterpart(let threads, let sync):
-            let syncText = sync.map { " --sync \($0)" } ?? ""
+        case .counterpart(let threads, let sync, let memory):
+            let syncText = (sync.map { " --sync \($0)" } ?? "") + (memory.map { " --connection-memory \($0 >> 10)KiB" } ?? "")
             switch threads {
             case nil: return "Counterpart" + syncText
             case 0: return "Counterpart --threads 0 (thread per connection)" + syncText
@@ -454,9 +458,9 @@ final class ServerBench {
         for spec in specs {
             let folder = fixture.folder + "/" + spec.key
             switch spec {
-            case .counterpart(let threads, let sync):
+            case .counterpart(let threads, let sync, let memory):
                 servers.append(try ServerUnderTest.startCounterpart(
-                    binary: counterpart!, threads: threads, sync: sync, extra: counterpartExtra, label: label(spec),
+                    binary: counterpart!, threads: threads, sync: sync, memory: memory, extra: counterpartExtra, label: label(spec),
                     root: fixture.root, folder: folder))
             case .nginx(let workers):
                 guard let nginx else {
@@ -521,7 +525,7 @@ final class ServerBench {
             // The C peer as each kind of server would run: tuned for large bodies on the upload
             // row, libmicrohttpd's default elsewhere (it zeroes that memory before every request).
             let started = try startServers(measure.lineup, fixture: fixture,
-                                           mhdConnectionMemory: measure == .upload ? 256 << 10 : nil)
+                                           mhdConnectionMemory: measure == .upload ? ServerSpec.uploadConnectionMemory : nil)
             servers = started.servers
             for missing in started.missing { print("  not measured: \(missing)") }
         } catch {

@@ -12,21 +12,29 @@ import Musl
 
 /// Which server, and how it is started: what a section's line-up lists.
 enum ServerSpec: Hashable {
-    /// `sync` is Counterpart's `--sync` (`none` or `full`); nil leaves the flag out.
-    case counterpart(threads: Int?, sync: String?)
+    /// `sync` is Counterpart's `--sync` (`none` or `full`) and `memory` its
+    /// `--connection-memory` in bytes; nil leaves the flag out.
+    case counterpart(threads: Int?, sync: String?, memory: Int? = nil)
     case nginx(workers: String)
     /// bench/peers/mhd_upload_server.c: MHD_PostProcessor, file parts written as they come.
     case mhd
 
     static let counterpartDefault = ServerSpec.counterpart(threads: nil, sync: nil)
+    /// Counterpart with the connection memory the C peer gets for the same work: its
+    /// libmicrohttpd default (32 KiB) for small requests, 256 KiB for uploads. libmicrohttpd
+    /// clears it before every request, and reads a body in pieces of about half of it.
+    static let smallRequestMemory = ServerSpec.counterpart(threads: nil, sync: nil, memory: 32 << 10)
+    static let uploadMemory = ServerSpec.counterpart(threads: nil, sync: "none", memory: uploadConnectionMemory)
+    static let uploadConnectionMemory = 256 << 10
 
     var isCounterpart: Bool { if case .counterpart = self { true } else { false } }
 
     /// A short name for the ratios.
     var shortName: String {
         switch self {
-        case .counterpart(let threads, let sync):
+        case .counterpart(let threads, let sync, let memory):
             "Counterpart" + (threads.map { " --threads \($0)" } ?? "") + (sync.map { " --sync \($0)" } ?? "")
+                + (memory.map { " --connection-memory \($0 >> 10)KiB" } ?? "")
         case .nginx(let workers): "nginx \(workers)w"
         case .mhd: "C MHD"
         }
@@ -35,8 +43,9 @@ enum ServerSpec: Hashable {
     /// A name for folders and the JSON summary.
     var key: String {
         switch self {
-        case .counterpart(let threads, let sync):
+        case .counterpart(let threads, let sync, let memory):
             "counterpart" + (threads.map { "-threads-\($0)" } ?? "") + (sync.map { "-sync-\($0)" } ?? "")
+                + (memory.map { "-memory-\($0 >> 10)k" } ?? "")
         case .nginx(let workers): "nginx-\(workers)w"
         case .mhd: "mhd-c"
         }
@@ -100,12 +109,12 @@ final class ServerUnderTest {
     /// Starts `counterpart --port 0 --root ROOT --uploads FOLDER/uploads --quiet [--threads N]
     /// [--sync MODE] EXTRA` (the build `make bench` made from this tree).
     static func startCounterpart(
-        binary: String, threads: Int?, sync: String?, extra: [String] = [], label: String, root: String, folder: String
+        binary: String, threads: Int?, sync: String?, memory: Int? = nil, extra: [String] = [], label: String, root: String, folder: String
     ) throws -> ServerUnderTest {
         let uploads = folder + "/uploads"
         let base = ["--port", "0", "--root", root, "--uploads", uploads, "--quiet"]
-            + (threads.map { ["--threads", String($0)] } ?? []) + extra
-        return try startListening(spec: .counterpart(threads: threads, sync: sync), binary: binary,
+            + (threads.map { ["--threads", String($0)] } ?? []) + (memory.map { ["--connection-memory", String($0)] } ?? []) + extra
+        return try startListening(spec: .counterpart(threads: threads, sync: sync, memory: memory), binary: binary,
                                   arguments: base + (sync.map { ["--sync", $0] } ?? []), label: label, folder: folder, storeFolder: uploads)
     }
 

@@ -124,5 +124,16 @@ extension Flag {
             """, section: .limits) { value, source, options throws(UsageError) in
             options.configuration.minFreeDiskBytes = try size(value, source, allowingZero: true)
         },
+        Flag("--connection-memory", value: "N", """
+            memory of each connection, 16KiB to 16MiB (default \(defaults.connectionMemoryBytes / 1024)KiB): a request
+            head must fit (431); more reads uploads in larger pieces, less makes
+            small requests cheaper (it is cleared before each request)
+            """, section: .limits) { value, source, options throws(UsageError) in
+            let bytes = try size(value, source)
+            guard Configuration.connectionMemoryRange.contains(bytes) else {
+                throw UsageError(message: "\(source): \"\(value)\" is not from 16KiB to 16MiB")
+            }
+            options.configuration.connectionMemoryBytes = Int(bytes)
+        },
     ]
 }

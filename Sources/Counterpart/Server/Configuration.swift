@@ -35,7 +35,11 @@ public struct Configuration: Sendable {
     public var minFreeDiskBytes: UInt64
     /// Memory libmicrohttpd gives each connection: its request head must fit in it (a larger
     /// head gets libmicrohttpd's own 431), and body chunks arrive in pieces of about half.
+    /// libmicrohttpd clears all of it before every request on the connection: more makes
+    /// uploads cheaper (fewer, larger reads) and small requests dearer.
     public var connectionMemoryBytes: Int
+    /// What `--connection-memory` takes.
+    public static let connectionMemoryRange: ClosedRange<UInt64> = (16 << 10)...(16 << 20)
     /// Body bytes still read (and thrown away) after a request's answer is decided, so that
     /// a client that sends its body at once gets that answer; a body that goes on longer
     /// is cut.

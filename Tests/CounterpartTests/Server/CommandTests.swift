@@ -94,6 +94,7 @@ struct CommandTests {
         (["--head-timeout", "-1"], "--head-timeout"), (["--min-free-disk", "much"], "--min-free-disk"),
         (["--max-connections-per-client=x"], "--max-connections-per-client"), (["--idle-timeout", "0"], "--idle-timeout"),
         (["--max-ranges", "1.5"], "--max-ranges"), (["--sync", "sometimes"], "--sync"), (["--max-part-header-bytes", "0"], "--max-part-header-bytes"),
+        (["--connection-memory", "8KiB"], "--connection-memory"), (["--connection-memory", "32MiB"], "--connection-memory"),
     ])
     func badFlagsExitWith2AndNameTheFlag(_ arguments: [String], _ named: String) throws {
         let result = try CommandRun(arguments).waitForExit()
@@ -162,6 +163,22 @@ struct CommandTests {
         #expect(try curl(["-F", "a=1", "-F", "b=2", base + "/upload"]).status == 200)
         #expect(try curl(["-r", "0-0,2-2,4-4", base + "/ten.txt"]).status == 200)
         #expect(try curl(["-r", "0-0,2-2", base + "/ten.txt"]).status == 206)
+    }
+
+    @Test func connectionMemoryBoundsTheHeadAndCarriesUploads() throws {
+        let folder = try makeFolder(serving: ["ten.txt": "0123456789"])
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let header = "X-Padding: " + String(repeating: "x", count: 24 * 1024)
+        for (memory, headStatus) in [("16KiB", 431), ("256KiB", 200)] {
+            let run = try CommandRun(["--port", "0", "--quiet", "--connection-memory", memory], in: folder)
+            let base = String(run.firstLine().dropFirst("listening on ".count))
+            defer { run.process.terminate(); _ = run.waitForExit() }
+            #expect(try curl(["-H", header, base + "/ten.txt"]).status == headStatus, "\(memory)")
+            let upload = try curl(["-F", "file=@-;filename=big.bin", base + "/upload"], stdin: Data(repeating: 0x61, count: 3 << 20))
+            #expect(upload.status == 200, "\(memory)")
+            let files = try #require(upload.json()["files"] as? [[String: Any]])
+            #expect(files.first?["size"] as? Int == 3 << 20, "\(memory)")
+        }
     }
 
     @Test func minFreeDiskGives507() throws {
