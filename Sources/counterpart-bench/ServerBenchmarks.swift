@@ -59,11 +59,11 @@ enum ServerMeasure: CaseIterable {
 
     var summary: String {
         switch self {
-        case .upload: "a 1 GiB multipart upload with curl -F: Counterpart --sync none and full, the C peer, nginx storing the body, dd conv=fsync; MB/s, CPU per GB, peak RSS"
+        case .upload: "a 1 GiB multipart upload with curl -F: Counterpart --sync none and full, and --sync none with the C peer's 256 KiB of connection memory; the C peer, nginx storing the body, dd conv=fsync; MB/s, CPU per GB, peak RSS"
         case .download: "a 1 GiB download with curl: MB/s, CPU per GB, peak RSS"
         case .ranges: "\(ServerFixture.rangeCount) requests of 1 MiB ranges at random offsets of the 1 GiB file, one curl, one connection"
-        case .rangeRate: "wrk request rate for a 1,000-byte range (Range: bytes=1000-1999), beside nginx with 1 and 2 workers"
-        case .small: "wrk request rate for a 4 KiB file, beside nginx with 1 and 2 workers and the C peer: req/s, CPU per request, p99, peak RSS"
+        case .rangeRate: "wrk request rate for a 1,000-byte range (Range: bytes=1000-1999), Counterpart also with the C peer's 32 KiB of connection memory, beside nginx with 1 and 2 workers and the C peer"
+        case .small: "wrk request rate for a 4 KiB file, Counterpart also with the C peer's 32 KiB of connection memory, beside nginx with 1 and 2 workers and the C peer: req/s, CPU per request, p99, peak RSS"
         }
     }
 
