@@ -34,11 +34,10 @@ enum BenchSummary {
                     "runs": figure.samples.values.map(number),
                 ]
             },
+            // The verdicts are in "targets" alone, each with its source, so that no verdict
+            // is written twice.
             "ratios": context.ratios.map { ratio -> [String: Any] in
-                [
-                    "section": ratio.section, "name": ratio.name, "ratio": number(ratio.ratio),
-                    "target": ratio.target as Any? ?? NSNull(), "passes": ratio.passes as Any? ?? NSNull(),
-                ]
+                ["section": ratio.section, "name": ratio.name, "ratio": number(ratio.ratio)]
             },
             "targets": context.targets.map { target -> [String: Any] in
                 [
