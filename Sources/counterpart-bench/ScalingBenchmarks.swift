@@ -150,6 +150,10 @@ extension ServerBench {
     private func uploadConcurrently(
         _ server: ServerUnderTest, level: Int, source: String, size: Int, digest: String, fixture: ServerFixture
     ) throws -> ConcurrentFigure {
+        // Every level's uploads write into memory in the same state, as the upload
+        // section's (see warmPageCache).
+        sync()
+        try fixture.warmPageCache()
         let answers = fixture.folder + "/scaling-answers"
         try? FileManager.default.removeItem(atPath: answers)
         try FileManager.default.createDirectory(atPath: answers, withIntermediateDirectories: true)
