@@ -57,7 +57,16 @@ public struct RangeHeader: Equatable, Sendable {
     /// for 64 bits saturates: as a first position it is past any end, as a last position it
     /// means "to the end".
     public init?(parsing text: String) {
-        let bytes = Array(text.utf8)
+        var text = text
+        // Parsed over the value's own bytes (lent, not copied into an array): this runs for
+        // every range request.
+        guard let specs = text.withUTF8(Self.specs(in:)) else { return nil }
+        self.specs = specs
+    }
+
+    private static let unit: [UInt8] = Array("bytes".utf8)
+
+    private static func specs(in bytes: UnsafeBufferPointer<UInt8>) -> [RangeSpec]? {
         var index = 0
         func skipWhitespace() { while index < bytes.count, ASCII.isWhitespace(bytes[index]) { index += 1 } }
         func number() -> UInt64? {
@@ -73,10 +82,11 @@ public struct RangeHeader: Equatable, Sendable {
         }
 
         skipWhitespace()
-        guard index + 5 <= bytes.count, ASCII.equalsIgnoringCase(bytes[index..<(index + 5)], "bytes".utf8) else {
+        guard index + unit.count <= bytes.count,
+              ASCII.equalsIgnoringCase(UnsafeBufferPointer(rebasing: bytes[index..<(index + unit.count)]), unit) else {
             return nil
         }
-        index += 5
+        index += unit.count
         skipWhitespace()
         guard index < bytes.count, bytes[index] == ASCII.equals else { return nil }
         index += 1
@@ -107,8 +117,7 @@ public struct RangeHeader: Equatable, Sendable {
             skipWhitespace()
             guard index == bytes.count || bytes[index] == ASCII.comma else { return nil }
         }
-        guard !specs.isEmpty else { return nil }
-        self.specs = specs
+        return specs.isEmpty ? nil : specs
     }
 
     /// What to send for this header and a representation of `length` bytes.
