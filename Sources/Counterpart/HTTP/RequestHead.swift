@@ -75,6 +75,8 @@ struct RequestHead: Sendable {
     /// (`http://host/a/b`, which RFC 9112 §3.2.2 says a server must accept, as a proxy
     /// would send it) reduced to its path.
     static func path(ofTarget target: String) -> String {
+        // Origin-form, nearly every request: nothing to reduce (and no characters to count).
+        if target.utf8.first == 0x2F { return target }
         for scheme in ["http://", "https://"] where target.utf8.count > scheme.utf8.count
             && ASCII.equalsIgnoringCase(String(target.prefix(scheme.count)), scheme) {
             let authorityAndPath = target.dropFirst(scheme.count)
