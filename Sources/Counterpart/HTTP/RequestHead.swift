@@ -22,6 +22,7 @@ struct RequestHead: Sendable {
         let headers: [HTTPField]
         let clientAddress: String
         let connection: WatchedConnection?
+        let framing: Result<MessageFraming, MessageFraming.Refusal>
 
         init(method: String, path: String, query: [(name: String, value: String?)], version: String,
              headers: [HTTPField], clientAddress: String, connection: WatchedConnection?) {
@@ -33,6 +34,18 @@ struct RequestHead: Sendable {
             self.headers = headers
             self.clientAddress = clientAddress
             self.connection = connection
+            framing = Self.framing(of: headers)
+        }
+
+        private static func framing(of headers: [HTTPField]) -> Result<MessageFraming, MessageFraming.Refusal> {
+            // Without either field there is no body and nothing to frame (most GETs).
+            let framed = headers.contains { ASCII.equalsIgnoringCase($0.name, "Content-Length") || ASCII.equalsIgnoringCase($0.name, "Transfer-Encoding") }
+            guard framed else { return .success(.none) }
+            do throws(MessageFraming.Refusal) {
+                return .success(try MessageFraming(headers: headers.map { ($0.name, $0.value) }))
+            } catch {
+                return .failure(error)
+            }
         }
     }
 
@@ -51,6 +64,9 @@ struct RequestHead: Sendable {
     /// The connection the request came on (nil for a head made without one): an upload a
     /// newer request takes over shuts it down.
     var connection: WatchedConnection? { arrived.connection }
+    /// How the body is framed (RFC 9112 §6.3), decided once from the headers, or why it
+    /// cannot be.
+    var framing: Result<MessageFraming, MessageFraming.Refusal> { arrived.framing }
     /// The fault the router applied, noted for the journal.
     var fault: AppliedFault?
     /// Who the request's credentials name, once the auth gate has let it in (nil without
@@ -91,15 +107,20 @@ struct RequestHead: Sendable {
         method == "OPTIONS" && header("Origin") != nil && header("Access-Control-Request-Method") != nil
     }
 
-    /// The `Content-Length`, when the request has a valid one.
+    /// The `Content-Length`, when the request's framing is a valid one.
     var contentLength: UInt64? {
-        header("Content-Length").flatMap(UInt64.init)
+        if case .success(.length(let length)) = framing { return length }
+        return nil
     }
 
-    /// Whether the request says a body follows (a non-zero Content-Length, or chunked).
+    /// Whether the request says a body follows: a non-zero Content-Length, chunked, or
+    /// framing fields that cannot be trusted.
     var announcesBody: Bool {
-        if header("Transfer-Encoding") != nil { return true }
-        return header("Content-Length").map { $0 != "0" } ?? false
+        switch framing {
+        case .success(.none): false
+        case .success(.length(let length)): length > 0
+        case .success(.chunked), .failure: true
+        }
     }
 
     /// Whether the client waits for `100 Continue` before it sends its body.

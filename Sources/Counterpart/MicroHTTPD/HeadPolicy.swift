@@ -13,18 +13,18 @@ import Synchronization
 /// other until the connection closes. The connection closes after the answer: the bytes
 /// that follow cannot be trusted to start a request.
 func headRefusal(_ head: RequestHead) -> Response? {
-    // Without either field there is no body and nothing to frame (most GETs).
-    guard head.header("Content-Length") != nil || head.header("Transfer-Encoding") != nil else { return nil }
     let close = HTTPField(name: "Connection", value: "close")
-    do {
-        let framing = try MessageFraming(headers: head.headers.map { ($0.name, $0.value) })
-        if framing == .chunked, let coding = head.header("Transfer-Encoding"), !ASCII.equalsIgnoringCase(coding, "chunked") {
+    switch head.framing {
+    case .failure(let refusal):
+        return Response.error(refusal.status, refusal.description, headers: [close])
+    case .success(.chunked):
+        if let coding = head.header("Transfer-Encoding"), !ASCII.equalsIgnoringCase(coding, "chunked") {
             return Response.error(400, "Transfer-Encoding \"\(coding)\" must be exactly \"chunked\" here (libmicrohttpd frames no other spelling)",
                                    headers: [close])
         }
         return nil
-    } catch {
-        return Response.error(error.status, error.description, headers: [close])
+    case .success:
+        return nil
     }
 }
 
