@@ -298,10 +298,13 @@ final class ResumableStore: Sendable {
     }
 
     /// Before an offset is told (HEAD): a writer gone silent is made to let go and save
-    /// what it wrote, so that the offset is where the client resumes.
-    func takeOverIfSilent(_ id: String) {
-        guard let holder = writers.withLock({ $0[id] }), holder.takeOver() else { return }
+    /// what it wrote, so that the offset is where the client resumes. Whether one did (the
+    /// upload has then changed).
+    @discardableResult
+    func takeOverIfSilent(_ id: String) -> Bool {
+        guard let holder = writers.withLock({ $0[id] }), holder.takeOver() else { return false }
         holder.release()
+        return true
     }
 
     /// The upload as it stands, expired or not: what a claim checks it against.

@@ -106,7 +106,8 @@ struct ResumableUploads: Sendable {
         }
         switch request {
         case .offset(let version):
-            if ResumableSession.takesOver(head) { store.takeOverIfSilent(upload.id) }
+            // A writer made to let go has just saved what it wrote: only then is the upload read again.
+            guard ResumableSession.takesOver(head), store.takeOverIfSilent(upload.id) else { return .respond(offset(of: upload, version)) }
             return .respond(offset(of: (try? store.upload(upload.id)) ?? upload, version))
         case .append(let version, let append):
             return self.append(append, to: upload, version, head)
