@@ -123,20 +123,12 @@ package enum ASCII {
         return String(decoding: s.utf8.map(lower), as: UTF8.self)
     }
 
-    /// `bytes` with leading and trailing spaces and tabs removed.
-    package static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
-        var slice = bytes
-        while let first = slice.first, isWhitespace(first) { slice.removeFirst() }
-        while let last = slice.last, isWhitespace(last) { slice.removeLast() }
-        return slice
-    }
-
-    /// `bytes` with leading and trailing spaces and tabs removed, without a copy.
-    package static func trimmed(_ bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+    /// `bytes` with leading and trailing spaces and tabs removed: a slice, not a copy.
+    package static func trimmed<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes) -> Bytes.SubSequence {
         var start = bytes.startIndex, end = bytes.endIndex
-        while start < end, isWhitespace(bytes[start]) { start += 1 }
-        while end > start, isWhitespace(bytes[end - 1]) { end -= 1 }
-        return UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+        while start < end, isWhitespace(bytes[start]) { bytes.formIndex(after: &start) }
+        while end > start, isWhitespace(bytes[bytes.index(before: end)]) { bytes.formIndex(before: &end) }
+        return bytes[start..<end]
     }
 
     /// `text` without leading and trailing spaces and tabs.

@@ -86,8 +86,7 @@ public struct ParameterizedValue: Equatable, Sendable {
                 while index < bytes.count {
                     let byte = bytes[index]
                     if byte == ASCII.quote { closed = true; break }
-                    if byte == ASCII.backslash, index + 1 < bytes.count,
-                       bytes[index + 1] == ASCII.quote || bytes[index + 1] == ASCII.backslash {
+                    if Self.isEscape(bytes, at: index) {
                         escaped = true
                         index += 2
                         continue
@@ -121,15 +120,21 @@ public struct ParameterizedValue: Equatable, Sendable {
         }
     }
 
-    /// A quoted-string's content with its escapes undone: `\"` and `\\` only.
+    /// Whether `bytes[index]` is a backslash that escapes the byte after it, a `"` or a `\`
+    /// (any other backslash is kept, as the parser's leniencies say).
+    private static func isEscape<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes, at index: Int) -> Bool where Bytes.Index == Int {
+        bytes[index] == ASCII.backslash && index + 1 < bytes.endIndex
+            && (bytes[index + 1] == ASCII.quote || bytes[index + 1] == ASCII.backslash)
+    }
+
+    /// A quoted-string's content with its escapes undone.
     private static func unescaped(_ quoted: ArraySlice<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(quoted.count)
         var index = quoted.startIndex
         while index < quoted.endIndex {
             let byte = quoted[index]
-            if byte == ASCII.backslash, index + 1 < quoted.endIndex,
-               quoted[index + 1] == ASCII.quote || quoted[index + 1] == ASCII.backslash {
+            if isEscape(quoted, at: index) {
                 out.append(quoted[index + 1])
                 index += 2
                 continue

@@ -396,7 +396,7 @@ public struct MultipartParser {
         }
         if ASCII.isWhitespace(line[0]) {
             guard !headers.fields.isEmpty else { throw malformed("the first header line starts with whitespace") }
-            headers.continueLastValue(with: headerText(ASCII.trimmed(line)))
+            headers.continueLastValue(with: headerText(UnsafeRawBufferPointer(rebasing: ASCII.trimmed(line))))
             return false
         }
         guard let colon = line.firstIndex(of: ASCII.colon) else {
@@ -406,7 +406,7 @@ public struct MultipartParser {
         guard !name.isEmpty, name.allSatisfy(ASCII.isTokenChar) else {
             throw malformed("\"\(Self.excerpt(name))\" is not a valid header name")
         }
-        let value = ASCII.trimmed(UnsafeRawBufferPointer(rebasing: line[(colon + 1)...]))
+        let value = UnsafeRawBufferPointer(rebasing: ASCII.trimmed(line[(colon + 1)...]))
         headers.append(.init(name: String(decoding: name, as: UTF8.self), value: headerText(value)))
         return false
     }

@@ -150,10 +150,6 @@ extension ServerBench {
     private func uploadConcurrently(
         _ server: ServerUnderTest, level: Int, source: String, size: Int, digest: String, fixture: ServerFixture
     ) throws -> ConcurrentFigure {
-        // Every level's uploads write into memory in the same state, as the upload
-        // section's (see warmPageCache).
-        sync()
-        try fixture.warmPageCache()
         let answers = fixture.folder + "/scaling-answers"
         try? FileManager.default.removeItem(atPath: answers)
         try FileManager.default.createDirectory(atPath: answers, withIntermediateDirectories: true)
@@ -178,7 +174,8 @@ extension ServerBench {
         try configuration.write(toFile: configurationPath, atomically: true, encoding: .utf8)
         defer { unlink(configurationPath) }
         Self.emptyFolder(server.storeFolder)
-        sync()
+        // Every level's uploads write into memory in the same state, as the upload section's.
+        try fixture.prepareForTimedWrite()
         let rssBefore = server.currentRSS
         ProcFS.resetPeakRSS(server.pid)
         let cpuBefore = server.treeCPUSeconds

@@ -265,13 +265,15 @@ final class ServerFixture {
         }
     }
 
-    /// Writes a file a little larger than the big one next to the uploads folders, and
-    /// deletes it, right before each timed upload (and dd run). This machine hands memory
+    /// Right before each timed upload (and dd run): syncs, so that no dirty pages of an
+    /// earlier run are written back during this one, then writes a file a little larger than
+    /// the big one next to the uploads folders and deletes it. This machine hands memory
     /// that has been free for a few seconds back to its host; writing 1 GiB into pages that
     /// must come back first costs the writer 2–3 times the CPU (0.7–0.8 s against 1.8–2.4 s
     /// per GB for nginx in alternating runs), so whichever server ran after a pause looked
     /// slow. Freed just before, the memory is in the same state for every server.
-    func warmPageCache() throws {
+    func prepareForTimedWrite() throws {
+        sync()
         let path = folder + "/warm-page-cache.bin"
         defer { unlink(path) }
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -435,11 +437,11 @@ final class ServerBench {
     private func label(_ spec: ServerSpec) -> String {
         switch spec {
         case .counterpart(let threads, let sync, let memory):
-            let syncText = (sync.map { " --sync \($0)" } ?? "") + (memory.map { " --connection-memory \($0 >> 10)KiB" } ?? "")
+            let flags = ServerSpec.flagsText(sync: sync, memory: memory)
             switch threads {
-            case nil: return "Counterpart" + syncText
-            case 0: return "Counterpart --threads 0 (thread per connection)" + syncText
-            case let threads?: return "Counterpart --threads \(threads)" + syncText
+            case nil: return "Counterpart" + flags
+            case 0: return "Counterpart --threads 0 (thread per connection)" + flags
+            case let threads?: return "Counterpart --threads \(threads)" + flags
             }
         case .nginx(let workers): return "nginx, \(workers) worker\(workers == "1" ? "" : "s")"
         case .mhd: return "C libmicrohttpd + MHD_PostProcessor"
@@ -652,8 +654,7 @@ final class ServerBench {
         guard let dd else { throw BenchFailure("dd is not installed") }
         let path = fixture.folder + "/dd-fsync.bin"
         defer { unlink(path) }
-        sync()
-        try fixture.warmPageCache()
+        try fixture.prepareForTimedWrite()
         let result = try runCommand(dd, ["if=/dev/zero", "of=\(path)", "bs=1M", "count=\(fixture.bigSize >> 20)", "conv=fsync"])
         guard result.status == 0 else { throw BenchFailure("dd failed: \(result.errorOutput.prefix(300))") }
         // "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 3.85 s, 279 MB/s"
@@ -788,10 +789,8 @@ final class ServerBench {
                 do {
                     guard server.isRunning else { throw BenchFailure("the server has exited; its log: \(server.logTail())") }
                     if measure == .upload {
-                        // No dirty pages of an earlier run are written back during this one.
                         Self.emptyFolder(server.storeFolder)
-                        sync()
-                        try fixture.warmPageCache()
+                        try fixture.prepareForTimedWrite()
                     }
                     let memory = server.memoryProcesses
                     let resettable = memory.allSatisfy { ProcFS.resetPeakRSS($0) }

@@ -33,11 +33,16 @@ enum ServerSpec: Hashable {
     var shortName: String {
         switch self {
         case .counterpart(let threads, let sync, let memory):
-            "Counterpart" + (threads.map { " --threads \($0)" } ?? "") + (sync.map { " --sync \($0)" } ?? "")
-                + (memory.map { " --connection-memory \($0 >> 10)KiB" } ?? "")
+            "Counterpart" + (threads.map { " --threads \($0)" } ?? "") + Self.flagsText(sync: sync, memory: memory)
         case .nginx(let workers): "nginx \(workers)w"
         case .mhd: "C MHD"
         }
+    }
+
+    /// ` --sync MODE --connection-memory NKiB`, those given: Counterpart's flags besides
+    /// `--threads`, as names and labels show them.
+    static func flagsText(sync: String?, memory: Int?) -> String {
+        (sync.map { " --sync \($0)" } ?? "") + (memory.map { " --connection-memory \($0 >> 10)KiB" } ?? "")
     }
 
     /// A name for folders and the JSON summary.

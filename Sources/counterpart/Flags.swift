@@ -2,6 +2,8 @@ import Counterpart
 
 private let defaults = Configuration()
 private let positive = 1...Int(Int32.max)
+/// `Configuration.connectionMemoryRange` as the usage and its errors say it.
+private let connectionMemoryRange = "\(Configuration.connectionMemoryRange.lowerBound >> 10)KiB to \(Configuration.connectionMemoryRange.upperBound >> 20)MiB"
 
 extension Flag {
     /// Every flag of the command, in the order the usage lists them. Adding a flag is adding
@@ -125,13 +127,13 @@ extension Flag {
             options.configuration.minFreeDiskBytes = try size(value, source, allowingZero: true)
         },
         Flag("--connection-memory", value: "N", """
-            memory of each connection, 16KiB to 16MiB (default \(defaults.connectionMemoryBytes / 1024)KiB): a request
+            memory of each connection, \(connectionMemoryRange) (default \(defaults.connectionMemoryBytes >> 10)KiB): a request
             head must fit (431); more reads uploads in larger pieces, less makes
             small requests cheaper (it is cleared before each request)
             """, section: .limits) { value, source, options throws(UsageError) in
             let bytes = try size(value, source)
             guard Configuration.connectionMemoryRange.contains(bytes) else {
-                throw UsageError(message: "\(source): \"\(value)\" is not from 16KiB to 16MiB")
+                throw UsageError(message: "\(source): \"\(value)\" is not from \(connectionMemoryRange)")
             }
             options.configuration.connectionMemoryBytes = Int(bytes)
         },
