@@ -1,11 +1,16 @@
 import HTTPTransfer
+import Synchronization
 
 struct Response {
-    var status: Int
-    var headers: [HTTPField]
-    var body: ResponseBody
+    var status: Int { didSet { reusable = nil } }
+    var headers: [HTTPField] { didSet { reusable = nil } }
+    var body: ResponseBody { didSet { reusable = nil } }
     /// A wait before the response headers go out (a `delay` fault).
     var delay: Duration?
+    /// Set on a response that is sent the same, field for field and byte for byte, each
+    /// time (a cached small file): the adapter may keep what it made of it and send that
+    /// again. A change to the status, the headers or the body drops it.
+    var reusable: ReusableResponse?
 
     init(status: Int, headers: [HTTPField] = [], body: ResponseBody = .empty) {
         self.status = status
@@ -24,6 +29,23 @@ struct Response {
         case .empty: return 0
         case .bytes(let bytes): return UInt64(bytes.count)
         case .file(_, _, let length), .stream(let length, _): return length
+        }
+    }
+}
+
+/// Where the adapter keeps what it made of a reusable response, for as long as the
+/// response is cached.
+final class ReusableResponse: Sendable {
+    private let made = Mutex<(any AnyObject & Sendable)?>(nil)
+
+    /// What `make` made the first time it was asked for (by any thread), or nil when it
+    /// failed (it is then asked again next time).
+    func made<Made: AnyObject & Sendable>(orMake make: () -> Made?) -> Made? {
+        made.withLock { stored in
+            if let existing = stored as? Made { return existing }
+            let new = make()
+            stored = new
+            return new
         }
     }
 }

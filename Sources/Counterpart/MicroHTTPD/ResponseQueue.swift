@@ -32,6 +32,22 @@ func queue(_ response: Response, on connection: OpaquePointer, for state: Reques
     let hasContent = state.head.method != "HEAD" && response.status != 204 && response.status != 304
     state.bodyBytes = hasContent ? response.bodyLength : 0
 
+    if let reusable = response.reusable {
+        // Made once, then queued on every connection that sends it: libmicrohttpd counts
+        // its users, and the cache entry holds one until it goes.
+        guard let made = reusable.made(orMake: { mhdResponse(for: response, on: connection, state, dispatcher).map(SharedResponse.init) }) else {
+            return MHD_Result.NO
+        }
+        return MHD_queue_response(connection, UInt32(response.status), made.pointer)
+    }
+    guard let created = mhdResponse(for: response, on: connection, state, dispatcher) else { return MHD_Result.NO }
+    let result = MHD_queue_response(connection, UInt32(response.status), created)
+    MHD_destroy_response(created)
+    return result
+}
+
+/// libmicrohttpd's response for `response`: its body and its fields.
+private func mhdResponse(for response: Response, on connection: OpaquePointer, _ state: RequestState, _ dispatcher: Dispatcher) -> OpaquePointer? {
     let created: OpaquePointer?
     switch response.body {
     case .empty:
@@ -54,15 +70,23 @@ func queue(_ response: Response, on connection: OpaquePointer, for state: Reques
         created = MHD_create_response_from_callback(length, streamBlockSize, readStream, box, freeStream)
         if created == nil { Unmanaged<StreamBox>.fromOpaque(box).release() }
     }
-    guard let created else { return MHD_Result.NO }
+    guard let created else { return nil }
     for field in response.headers {
         // withCString lends a native string's own bytes; passing a String where C wants a
         // pointer would copy each name and value into a new array first.
         _ = field.name.withCString { name in field.value.withCString { value in MHD_add_response_header(created, name, value) } }
     }
-    let result = MHD_queue_response(connection, UInt32(response.status), created)
-    MHD_destroy_response(created)
-    return result
+    return created
+}
+
+/// A libmicrohttpd response kept for reuse; released when its cache entry goes. Once
+/// made it is only read (libmicrohttpd counts its users under the response's own lock).
+final class SharedResponse: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+
+    deinit { MHD_destroy_response(pointer) }
 }
 
 /// A response with `length` bytes of `file` read into a buffer libmicrohttpd frees; nil when

@@ -16,6 +16,8 @@ struct StaticFiles: Sendable {
     /// uploaded: they must not run as pages of this origin).
     let fileHeaders: [HTTPField]
     let rangePolicy: RangePolicy
+    /// Small files' plain answers, kept while each file stays as it was.
+    let cache = FileResponseCache()
 
     func respond(to head: RequestHead, segments: [String]) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
@@ -31,7 +33,7 @@ struct StaticFiles: Sendable {
         }
         switch info.st_mode & S_IFMT {
         case S_IFREG:
-            return respondWithFile(head: head, file: file, info: info, name: segments.last ?? "")
+            return respondWithFile(head: head, file: file, info: info, name: segments.last ?? "", at: relative)
         case S_IFDIR:
             return respondWithFolder(head: head, file: file, segments: segments, relative: relative)
         default:
@@ -59,8 +61,9 @@ struct StaticFiles: Sendable {
             // Relative links in the folder's page need the trailing slash, as nginx does.
             return Response(status: 301, headers: [HTTPField(name: "Location", value: urlPath + head.queryString)])
         }
-        if servesIndexFiles, let (index, info) = openBeneath(relative + "/index.html"), info.st_mode & S_IFMT == S_IFREG {
-            return respondWithFile(head: head, file: index, info: info, name: "index.html")
+        let indexPath = relative + "/index.html"
+        if servesIndexFiles, let (index, info) = openBeneath(indexPath), info.st_mode & S_IFMT == S_IFREG {
+            return respondWithFile(head: head, file: index, info: info, name: "index.html", at: indexPath)
         }
         return DirectoryListing(folder: folder, relative: relative, file: file, urlPath: urlPath).response(for: head)
     }
@@ -79,12 +82,18 @@ struct StaticFiles: Sendable {
         })
     }
 
-    private func respondWithFile(head: RequestHead, file: OpenFile, info: stat, name: String) -> Response {
+    /// The answer for the regular file `file`, opened at `path` beneath the folder.
+    private func respondWithFile(head: RequestHead, file: OpenFile, info: stat, name: String, at path: String) -> Response {
+        let inFull = RepresentationResponder.answersInFull(head)
+        let identity = FileIdentity(info)
+        if inFull, let kept = cache.response(at: path, identity: identity) { return kept }
         let length = UInt64(info.st_size)
         let representation = Representation(
             length: length, entityTag: Self.entityTag(of: info), lastModified: HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec)),
             contentType: ContentTypes.forName(name), name: name, source: file)
-        return RepresentationResponder(head: head, representation: representation, extraHeaders: fileHeaders,
-                                       rangePolicy: rangePolicy).respond()
+        let response = RepresentationResponder(head: head, representation: representation, extraHeaders: fileHeaders,
+                                               rangePolicy: rangePolicy).respond()
+        guard inFull, response.status == 200 else { return response }
+        return cache.keep(response, of: file, at: path, identity: identity) ?? response
     }
 }

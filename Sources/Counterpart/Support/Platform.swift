@@ -139,6 +139,16 @@ enum Platform {
         return info.st_mtimespec
         #endif
     }
+
+    /// When the file's inode last changed (its data, size, name or times): set by the
+    /// kernel, never by a caller.
+    static func statusChangeTime(_ info: stat) -> timespec {
+        #if os(Linux)
+        return info.st_ctim
+        #else
+        return info.st_ctimespec
+        #endif
+    }
 }
 
 /// The portable confined open: the path is walked one component at a time from the folder,
