@@ -26,33 +26,65 @@ struct FileIdentity: Equatable, Sendable {
     }
 }
 
-/// The plain `200` answers (no `Range`, no `If-*`, no `?download`) for small files, kept
-/// while each file stays as it was: a hit sends the same fields and bytes again without
-/// reading the file or writing its validators, and libmicrohttpd's response object is made
-/// once (`Response.reusable`). Each request still opens the file beneath the folder and
-/// reads its status, as without the cache: a file that changed, moved or went away is
-/// answered as it is now.
+/// What the answers for a file share, kept while the file stays as it was (its
+/// `FileIdentity`): its validators with their fields and its media type, for every file
+/// served; and for small files, the plain `200` (no `Range`, no `If-*`, no `?download`)
+/// whole, so that a hit sends the same fields and bytes again without reading the file,
+/// and libmicrohttpd's response object is made once (`Response.reusable`). Each request
+/// still opens the file beneath the folder and reads its status, as without the cache: a
+/// file that changed, moved or went away is answered as it is now.
 ///
-/// A file is kept only once its status change time (ctime) is more than `settledSeconds`
-/// old. The kernel sets it to the current time on every write, truncation, `touch` or
-/// rename of the file, and nobody can set it back. Its clock is coarse (a write soon after
-/// another may get the same time), so a file that changed a moment ago could change again
-/// without its ctime moving; one that has been still for a second cannot: any write after
-/// it was read gives it a new ctime, and the entry no longer matches (the rule git uses
-/// for its index).
+/// The validators follow from the status alone. A file's bytes are kept only once its
+/// status change time (ctime) is more than `settledSeconds` old. The kernel sets it to the
+/// current time on every write, truncation, `touch` or rename of the file, and nobody can
+/// set it back. Its clock is coarse (a write soon after another may get the same time), so
+/// a file that changed a moment ago could change again without its ctime moving; one that
+/// has been still for a second cannot: any write after it was read gives it a new ctime,
+/// and the entry no longer matches (the rule git uses for its index).
 final class FileResponseCache: Sendable {
-    /// Files up to this size are kept (the size sent from memory anyway).
+    /// Files up to this size are kept whole (the size sent from memory anyway).
     static let maxFileBytes = Int(ResponseBody.inMemoryLimit)
     static let settledSeconds: Int64 = 1
 
     /// The most bytes of files kept at once.
     let capacityBytes: Int
+    /// The most files known at once.
+    let capacityFiles: Int
 
-    private struct Entry: Sendable {
-        var identity: FileIdentity
+    /// A file's validators and media type.
+    struct Facts: Sendable {
+        var validators: RepresentationValidators
+        var contentType: String
+    }
+
+    /// What is known of a file, when it is still the file `identity` describes.
+    enum Known {
+        /// Its plain `200`, kept whole.
+        case answer(Response)
+        case facts(Facts)
+    }
+
+    private enum Found: Sendable {
+        case kept(Kept)
+        case facts(Facts)
+    }
+
+    private struct Kept: Sendable {
         var headers: [HTTPField]
         var bytes: [UInt8]
         var reusable: ReusableResponse
+
+        var response: Response {
+            var response = Response(status: 200, headers: headers, body: .bytes(bytes))
+            response.reusable = reusable
+            return response
+        }
+    }
+
+    private struct Entry: Sendable {
+        var identity: FileIdentity
+        var facts: Facts
+        var kept: Kept?
     }
 
     private struct State {
@@ -63,28 +95,40 @@ final class FileResponseCache: Sendable {
 
     private let state = Mutex(State())
 
-    /// How many files are kept now, and their bytes.
+    /// How many files are known now, and the bytes kept.
     var usage: (files: Int, bytes: Int) {
         state.withLock { ($0.entries.count, $0.bytes) }
     }
 
-    init(capacityBytes: Int = 8 << 20) {
+    init(capacityBytes: Int = 8 << 20, capacityFiles: Int = 4096) {
         self.capacityBytes = capacityBytes
+        self.capacityFiles = capacityFiles
     }
 
-    /// The kept answer for the file at `path`, if it is the file `identity` describes.
-    func response(at path: String, identity: FileIdentity) -> Response? {
-        guard let entry = state.withLock({ $0.entries[path] }), entry.identity == identity else { return nil }
-        var response = Response(status: 200, headers: entry.headers, body: .bytes(entry.bytes))
-        response.reusable = entry.reusable
-        return response
+    /// What is known of the file at `path`, if it is the file `identity` describes: its
+    /// plain `200` when that is `wanted` and kept, else its facts.
+    func known(at path: String, identity: FileIdentity, answerWanted wanted: Bool) -> Known? {
+        let found: Found? = state.withLock { state in
+            guard let entry = state.entries[path], entry.identity == identity else { return nil }
+            if wanted, let kept = entry.kept { return .kept(kept) }
+            return .facts(entry.facts)
+        }
+        switch found {
+        case .kept(let kept): return .answer(kept.response)
+        case .facts(let facts): return .facts(facts)
+        case nil: return nil
+        }
+    }
+
+    /// Notes `facts` for the file at `path` (replacing what was known of an earlier file there).
+    func remember(_ facts: Facts, at path: String, identity: FileIdentity) {
+        store(Entry(identity: identity, facts: facts), at: path)
     }
 
     /// `response` (a plain `200` for the whole of `file`) with its bytes read into memory
     /// and kept, when the file is small and settled and did not change while it was read;
-    /// nil otherwise (the caller sends `response` as it is).
-    /// `now`: seconds since 1970 (for tests).
-    func keep(_ response: Response, of file: OpenFile, at path: String, identity: FileIdentity,
+    /// nil otherwise (the caller sends `response` as it is). `now`: seconds since 1970.
+    func keep(_ response: Response, of file: OpenFile, facts: Facts, at path: String, identity: FileIdentity,
               now: Int64 = Int64(time(nil))) -> Response? {
         guard identity.size <= Self.maxFileBytes, Int(identity.size) <= capacityBytes,
               identity.changed.seconds + Self.settledSeconds < now else { return nil }
@@ -92,18 +136,28 @@ final class FileResponseCache: Sendable {
         var after = stat()
         guard bytes.withUnsafeMutableBytes({ file.readFully(at: 0, into: $0) }), fstat(file.borrowed, &after) == 0,
               FileIdentity(after) == identity else { return nil }
-        let entry = Entry(identity: identity, headers: response.headers, bytes: bytes, reusable: ReusableResponse())
-        state.withLock { state in
-            if let replaced = state.entries.removeValue(forKey: path) { state.bytes -= replaced.bytes.count }
-            while state.bytes + bytes.count > capacityBytes, let evicted = state.entries.first {
+        let kept = Kept(headers: response.headers, bytes: bytes, reusable: ReusableResponse())
+        store(Entry(identity: identity, facts: facts, kept: kept), at: path)
+        return kept.response
+    }
+
+    private func store(_ entry: Entry, at path: String) {
+        let added = entry.kept?.bytes.count ?? 0
+        let dropped: [Entry] = state.withLock { state in
+            var dropped: [Entry] = []
+            if let replaced = state.entries.removeValue(forKey: path) {
+                state.bytes -= replaced.kept?.bytes.count ?? 0
+                dropped.append(replaced)
+            }
+            while state.bytes + added > capacityBytes || state.entries.count >= capacityFiles, let evicted = state.entries.first {
                 state.entries.remove(at: state.entries.startIndex)
-                state.bytes -= evicted.value.bytes.count
+                state.bytes -= evicted.value.kept?.bytes.count ?? 0
+                dropped.append(evicted.value)
             }
             state.entries[path] = entry
-            state.bytes += bytes.count
+            state.bytes += added
+            return dropped
         }
-        var kept = Response(status: 200, headers: entry.headers, body: .bytes(bytes))
-        kept.reusable = entry.reusable
-        return kept
+        _ = dropped  // released here, outside the lock
     }
 }

@@ -16,7 +16,8 @@ struct StaticFiles: Sendable {
     /// uploaded: they must not run as pages of this origin).
     let fileHeaders: [HTTPField]
     let rangePolicy: RangePolicy
-    /// Small files' plain answers, kept while each file stays as it was.
+    /// What answers for each file share (and small files' plain answers), kept while the
+    /// file stays as it was.
     let cache = FileResponseCache()
 
     func respond(to head: RequestHead, segments: [String]) -> Response {
@@ -86,14 +87,24 @@ struct StaticFiles: Sendable {
     private func respondWithFile(head: RequestHead, file: OpenFile, info: stat, name: String, at path: String) -> Response {
         let inFull = RepresentationResponder.answersInFull(head)
         let identity = FileIdentity(info)
-        if inFull, let kept = cache.response(at: path, identity: identity) { return kept }
-        let length = UInt64(info.st_size)
-        let representation = Representation(
-            length: length, entityTag: Self.entityTag(of: info), lastModified: HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec)),
-            contentType: ContentTypes.forName(name), name: name, source: file)
+        let facts: FileResponseCache.Facts
+        switch cache.known(at: path, identity: identity, answerWanted: inFull) {
+        case .answer(let answer):
+            return answer
+        case .facts(let known):
+            facts = known
+        case nil:
+            facts = FileResponseCache.Facts(
+                validators: RepresentationValidators(entityTag: Self.entityTag(of: info),
+                                                     lastModified: HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec))),
+                contentType: ContentTypes.forName(name))
+            cache.remember(facts, at: path, identity: identity)
+        }
+        let representation = Representation(length: UInt64(info.st_size), validators: facts.validators, contentType: facts.contentType,
+                                            name: name, source: file)
         let response = RepresentationResponder(head: head, representation: representation, extraHeaders: fileHeaders,
                                                rangePolicy: rangePolicy).respond()
         guard inFull, response.status == 200 else { return response }
-        return cache.keep(response, of: file, at: path, identity: identity) ?? response
+        return cache.keep(response, of: file, facts: facts, at: path, identity: identity) ?? response
     }
 }

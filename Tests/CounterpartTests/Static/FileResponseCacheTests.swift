@@ -14,6 +14,19 @@ private func writeAndOpen(_ bytes: [UInt8], _ name: String, in folder: URL) thro
     return (OpenFile(descriptor), FileIdentity(info))
 }
 
+/// Facts as the static files work them out.
+private let facts = FileResponseCache.Facts(
+    validators: RepresentationValidators(entityTag: EntityTag(checkedOpaque: "t"), lastModified: HTTPDate(secondsSince1970: 0)),
+    contentType: "text/plain")
+
+extension FileResponseCache {
+    /// The kept plain answer for `path`, if it is the file `identity` describes.
+    func answer(at path: String, identity: FileIdentity) -> Response? {
+        if case .answer(let answer) = known(at: path, identity: identity, answerWanted: true) { return answer }
+        return nil
+    }
+}
+
 /// A 200 such as the static files make, before its bytes are kept.
 private func plainResponse(length: Int, tag: String) -> Response {
     Response(status: 200, headers: [HTTPField(name: "ETag", value: "\"\(tag)\""), HTTPField(name: "Content-Type", value: "text/plain")],
@@ -31,12 +44,12 @@ struct FileResponseCacheTests {
         let cache = FileResponseCache()
         let bytes = testBytes(count: 5_000).map { $0 }
         let (file, identity) = try writeAndOpen(bytes, "a.bin", in: folder)
-        let kept = try #require(cache.keep(plainResponse(length: 5_000, tag: "a"), of: file, at: "a.bin", identity: identity,
+        let kept = try #require(cache.keep(plainResponse(length: 5_000, tag: "a"), of: file, facts: facts, at: "a.bin", identity: identity,
                                            now: identity.changed.seconds + 2))
         guard case .bytes(let sent) = kept.body else { Issue.record("not from memory: \(kept.body)"); return }
         #expect(sent == bytes)
         #expect(kept.headers == plainResponse(length: 5_000, tag: "a").headers)
-        let found = try #require(cache.response(at: "a.bin", identity: identity))
+        let found = try #require(cache.answer(at: "a.bin", identity: identity))
         #expect(found.status == 200 && found.headers == kept.headers && found.bodyLength == 5_000)
         #expect(found.reusable != nil && found.reusable === kept.reusable)
         #expect(cache.usage == (1, 5_000))
@@ -45,9 +58,9 @@ struct FileResponseCacheTests {
     @Test func aFileThatChangedWithinTheLastSecondIsNotKept() throws {
         let cache = FileResponseCache()
         let (file, identity) = try writeAndOpen([1, 2, 3], "fresh.txt", in: folder)
-        #expect(cache.keep(plainResponse(length: 3, tag: "f"), of: file, at: "fresh.txt", identity: identity,
+        #expect(cache.keep(plainResponse(length: 3, tag: "f"), of: file, facts: facts, at: "fresh.txt", identity: identity,
                            now: identity.changed.seconds + 1) == nil)
-        #expect(cache.keep(plainResponse(length: 3, tag: "f"), of: file, at: "fresh.txt", identity: identity) == nil)
+        #expect(cache.keep(plainResponse(length: 3, tag: "f"), of: file, facts: facts, at: "fresh.txt", identity: identity) == nil)
         #expect(cache.usage == (0, 0))
     }
 
@@ -57,7 +70,7 @@ struct FileResponseCacheTests {
         // Rewritten between the request's fstat and the cache's read: the read would hold
         // the new bytes under the old validators.
         try Data(repeating: 0x62, count: 100).write(to: folder.appendingPathComponent("moving.txt"))
-        #expect(cache.keep(plainResponse(length: 100, tag: "m"), of: file, at: "moving.txt", identity: identity,
+        #expect(cache.keep(plainResponse(length: 100, tag: "m"), of: file, facts: facts, at: "moving.txt", identity: identity,
                            now: identity.changed.seconds + 2) == nil)
         #expect(cache.usage.files == 0)
     }
@@ -65,7 +78,7 @@ struct FileResponseCacheTests {
     @Test func anyOtherIdentityMisses() throws {
         let cache = FileResponseCache()
         let (file, identity) = try writeAndOpen(Array(repeating: 7, count: 10), "b.bin", in: folder)
-        _ = try #require(cache.keep(plainResponse(length: 10, tag: "b"), of: file, at: "b.bin", identity: identity,
+        _ = try #require(cache.keep(plainResponse(length: 10, tag: "b"), of: file, facts: facts, at: "b.bin", identity: identity,
                                     now: identity.changed.seconds + 2))
         var changes: [FileIdentity] = []
         for change in 0..<5 {
@@ -79,16 +92,16 @@ struct FileResponseCacheTests {
             }
             changes.append(other)
         }
-        for other in changes { #expect(cache.response(at: "b.bin", identity: other) == nil) }
-        #expect(cache.response(at: "c.bin", identity: identity) == nil)
-        #expect(cache.response(at: "b.bin", identity: identity) != nil)
+        for other in changes { #expect(cache.answer(at: "b.bin", identity: other) == nil) }
+        #expect(cache.answer(at: "c.bin", identity: identity) == nil)
+        #expect(cache.answer(at: "b.bin", identity: identity) != nil)
     }
 
     @Test func filesLargerThanTheInMemoryLimitAreNotKept() throws {
         let cache = FileResponseCache()
         let size = FileResponseCache.maxFileBytes + 1
         let (file, identity) = try writeAndOpen(Array(repeating: 1, count: size), "big.bin", in: folder)
-        #expect(cache.keep(plainResponse(length: size, tag: "g"), of: file, at: "big.bin", identity: identity,
+        #expect(cache.keep(plainResponse(length: size, tag: "g"), of: file, facts: facts, at: "big.bin", identity: identity,
                            now: identity.changed.seconds + 2) == nil)
     }
 
@@ -96,7 +109,7 @@ struct FileResponseCacheTests {
         let cache = FileResponseCache(capacityBytes: 10_000)
         for index in 0..<5 {
             let (file, identity) = try writeAndOpen(Array(repeating: UInt8(index), count: 4_000), "\(index).bin", in: folder)
-            _ = try #require(cache.keep(plainResponse(length: 4_000, tag: "\(index)"), of: file, at: "\(index).bin",
+            _ = try #require(cache.keep(plainResponse(length: 4_000, tag: "\(index)"), of: file, facts: facts, at: "\(index).bin",
                                         identity: identity, now: identity.changed.seconds + 2))
             #expect(cache.usage.bytes <= 10_000)
         }
@@ -106,18 +119,53 @@ struct FileResponseCacheTests {
     @Test func keepingAPathAgainReplacesItsEntry() throws {
         let cache = FileResponseCache()
         let (first, firstIdentity) = try writeAndOpen(Array(repeating: 1, count: 300), "same.txt", in: folder)
-        _ = cache.keep(plainResponse(length: 300, tag: "1"), of: first, at: "same.txt", identity: firstIdentity, now: firstIdentity.changed.seconds + 2)
+        _ = cache.keep(plainResponse(length: 300, tag: "1"), of: first, facts: facts, at: "same.txt", identity: firstIdentity, now: firstIdentity.changed.seconds + 2)
         let (second, secondIdentity) = try writeAndOpen(Array(repeating: 2, count: 200), "same.txt", in: folder)
-        _ = cache.keep(plainResponse(length: 200, tag: "2"), of: second, at: "same.txt", identity: secondIdentity, now: secondIdentity.changed.seconds + 2)
+        _ = cache.keep(plainResponse(length: 200, tag: "2"), of: second, facts: facts, at: "same.txt", identity: secondIdentity, now: secondIdentity.changed.seconds + 2)
         #expect(cache.usage == (1, 200))
-        #expect(cache.response(at: "same.txt", identity: firstIdentity) == nil)
-        #expect(cache.response(at: "same.txt", identity: secondIdentity)?.bodyLength == 200)
+        #expect(cache.answer(at: "same.txt", identity: firstIdentity) == nil)
+        #expect(cache.answer(at: "same.txt", identity: secondIdentity)?.bodyLength == 200)
+    }
+
+    @Test func everyFilesFactsAreKnownWhileItStaysTheSame() throws {
+        let cache = FileResponseCache()
+        let (_, identity) = try writeAndOpen(Array(repeating: 3, count: 200_000), "large.bin", in: folder)
+        cache.remember(facts, at: "large.bin", identity: identity)
+        guard case .facts(let known) = cache.known(at: "large.bin", identity: identity, answerWanted: true) else {
+            Issue.record("no facts for large.bin"); return
+        }
+        #expect(known.contentType == "text/plain" && known.validators.fields == facts.validators.fields)
+        var touched = identity
+        touched.modified.seconds += 1
+        #expect(cache.known(at: "large.bin", identity: touched, answerWanted: false) == nil)
+        #expect(cache.usage == (1, 0))
+    }
+
+    @Test func aKeptFileStillGivesItsFactsToRangesAndConditions() throws {
+        let cache = FileResponseCache()
+        let (file, identity) = try writeAndOpen([1, 2, 3], "e.txt", in: folder)
+        _ = try #require(cache.keep(plainResponse(length: 3, tag: "e"), of: file, facts: facts, at: "e.txt", identity: identity,
+                                    now: identity.changed.seconds + 2))
+        guard case .facts = cache.known(at: "e.txt", identity: identity, answerWanted: false) else {
+            Issue.record("the kept answer was offered where it does not fit"); return
+        }
+        #expect(cache.answer(at: "e.txt", identity: identity) != nil)
+    }
+
+    @Test func theNumberOfFilesKnownIsBounded() throws {
+        let cache = FileResponseCache(capacityFiles: 3)
+        for index in 0..<10 {
+            let (_, identity) = try writeAndOpen([UInt8(index)], "n\(index)", in: folder)
+            cache.remember(facts, at: "n\(index)", identity: identity)
+            #expect(cache.usage.files <= 3)
+        }
+        #expect(cache.usage.files == 3)
     }
 
     @Test func changingAKeptResponseMakesItNoLongerReusable() throws {
         let cache = FileResponseCache()
         let (file, identity) = try writeAndOpen([1, 2, 3, 4], "d.txt", in: folder)
-        let kept = try #require(cache.keep(plainResponse(length: 4, tag: "d"), of: file, at: "d.txt", identity: identity,
+        let kept = try #require(cache.keep(plainResponse(length: 4, tag: "d"), of: file, facts: facts, at: "d.txt", identity: identity,
                                            now: identity.changed.seconds + 2))
         // What CORS, faults and the router do to a response on its way out.
         var decorated = kept
