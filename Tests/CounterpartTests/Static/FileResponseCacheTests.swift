@@ -197,12 +197,14 @@ private let settledRoot: URL = {
         return Int(Platform.statusChangeTime(info).tv_sec)
     }.max()!
     while Int(time(nil)) <= newest + Int(FileResponseCache.settledSeconds) { Thread.sleep(forTimeInterval: 0.05) }
+    atexit { try? FileManager.default.removeItem(at: settledRoot) }
     return root
 }()
 
 /// A server on the settled files (each test its own, and its own uploads folder).
 private func settledServer(configure: (inout Configuration) -> Void = { _ in }) throws -> CounterpartServer {
-    var configuration = Configuration(root: settledRoot.path, uploads: try makeTemporaryFolder("settled-uploads").path)
+    // Inside the settled folder, so that it goes with it.
+    var configuration = Configuration(root: settledRoot.path, uploads: settledRoot.appendingPathComponent(".uploads-\(UUID().uuidString)").path)
     configure(&configuration)
     return try CounterpartServer(configuration)
 }
