@@ -5,29 +5,22 @@ import HTTPTransfer
 /// changed" between a download and its resume, without changing its bytes. Answers
 /// `{"etag", "lastModified"}` as the file is now served.
 struct TouchEndpoint: Sendable {
-    let root: ServedFolder
-    let uploads: ServedFolder
+    let root: StaticFiles
+    let uploads: StaticFiles
 
     func respond(to head: RequestHead) -> Response {
         guard head.method == "POST" else { return Response.methodNotAllowed(head.method, allowed: ["POST"], on: head.path) }
         guard case let target?? = head.queryArgument("path"), !target.isEmpty else {
             return Response.error(400, "touch needs the file's path: POST /__counterpart/touch?path=/some/file")
         }
-        guard case .segments(var segments) = RequestPath(target), !segments.isEmpty else {
+        guard case .segments(let segments) = RequestPath(target), !segments.isEmpty else {
             return Response.error(400, "\(target) is not the path of a served file")
         }
-        var folder = root
-        if segments.first == "uploads" {
-            folder = uploads
-            segments.removeFirst()
-            // Hidden names there are uploads in progress, never served.
-            if segments.isEmpty || segments.contains(where: { $0.hasPrefix(".") }) { return notFound(target) }
-        }
-        let descriptor = folder.open(segments.joined(separator: "/"))
-        guard descriptor >= 0 else { return notFound(target) }
-        let file = OpenFile(descriptor)
-        var info = stat()
-        guard fstat(file.borrowed, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return notFound(target) }
+        // Served as a GET of the path would be: the same folder, the same hidden names.
+        let (files, inFolder) = segments.starts(with: uploads.urlPrefix)
+            ? (uploads, Array(segments.dropFirst(uploads.urlPrefix.count))) : (root, segments)
+        guard let (file, opened) = files.openServedFile(inFolder) else { return notFound(target) }
+        var info = opened
         // Now, or a second past the old time when that is not later: Last-Modified counts
         // whole seconds, and it must change too.
         var now = timespec()
@@ -37,9 +30,9 @@ struct TouchEndpoint: Sendable {
         guard futimens(file.borrowed, &times) == 0, fstat(file.borrowed, &info) == 0 else {
             return Response.error(500, "cannot change the modification time of \(target): \(FileSystem.lastError())")
         }
+        let validators = StaticFiles.validators(of: info)
         return Response.json(200, .object([
-            ("etag", .string(StaticFiles.entityTag(of: info).description)),
-            ("lastModified", .string(HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec)).description)),
+            ("etag", .string(validators.entityTag.description)), ("lastModified", .string(validators.lastModified.description)),
         ]))
     }
 

@@ -60,18 +60,20 @@ public final class CounterpartServer: Sendable {
         let uploadEndpoint = UploadEndpoint(store: store, limits: UploadLimits(
             maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
             maxDrainBytes: configuration.maxDrainBytes))
+        let rootFiles = StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
+                                    fileHeaders: [], rangePolicy: configuration.rangePolicy)
+        let uploadedFiles = StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
+                                        fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy)
         let router = Router(
-            root: StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
-                              fileHeaders: [], rangePolicy: configuration.rangePolicy),
-            uploadedFiles: StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
-                                       fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy),
+            root: rootFiles,
+            uploadedFiles: uploadedFiles,
             generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy, changes: changes),
             tus: TusEndpoint(store: resumable, uploads: store, maxSize: configuration.maxUploadBytes,
                              maxDrainBytes: configuration.maxDrainBytes),
             resumable: ResumableUploads(store: resumable, target: uploadEndpoint, maxSize: configuration.maxUploadBytes,
                                         maxDrainBytes: configuration.maxDrainBytes, origin: origin, isHTTPS: configuration.tls != nil),
             control: ControlEndpoint(journal: journal, store: store, faults: FaultsControl(faults: faults),
-                                     touch: TouchEndpoint(root: root, uploads: uploadsFolder), allowsRemoteControl: configuration.allowsRemoteControl,
+                                     touch: TouchEndpoint(root: rootFiles, uploads: uploadedFiles), allowsRemoteControl: configuration.allowsRemoteControl,
                                      maxUploadBytes: configuration.maxUploadBytes),
             faults: faults,
             cors: configuration.corsOrigin.map(CORS.init),

@@ -24,11 +24,8 @@ struct StaticFiles: Sendable {
         guard head.method == "GET" || head.method == "HEAD" else {
             return Response.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: "\(head.path) (a static path)")
         }
-        // Uploads in progress are never served, wherever the uploads folder is.
-        guard !segments.contains(where: { $0.hasPrefix(UploadStore.temporaryPrefix) || (hidesDotFiles && $0.hasPrefix(".")) }) else {
-            return notFound(head)
-        }
-        let relative = segments.count == 1 ? segments[0] : segments.isEmpty ? "." : segments.joined(separator: "/")
+        guard serves(segments) else { return notFound(head) }
+        let relative = Self.relativePath(segments)
         guard let (file, info) = openBeneath(relative) else {
             return errno == EACCES ? Response.error(403, "\(head.path) cannot be read") : notFound(head)
         }
@@ -40,6 +37,24 @@ struct StaticFiles: Sendable {
         default:
             return Response.error(404, "\(head.path) is not a file")
         }
+    }
+
+    /// Whether names like these may be served here: an upload in progress never is,
+    /// wherever the uploads folder is, nor a hidden name where they are hidden.
+    private func serves(_ segments: [String]) -> Bool {
+        !segments.contains { $0.hasPrefix(UploadStore.temporaryPrefix) || (hidesDotFiles && $0.hasPrefix(".")) }
+    }
+
+    private static func relativePath(_ segments: [String]) -> String {
+        segments.count == 1 ? segments[0] : segments.isEmpty ? "." : segments.joined(separator: "/")
+    }
+
+    /// The regular file served at `segments` (beneath the folder), opened, and its status;
+    /// nil when none is, by the same rules as `respond`.
+    func openServedFile(_ segments: [String]) -> (OpenFile, stat)? {
+        guard !segments.isEmpty, serves(segments), let (file, info) = openBeneath(Self.relativePath(segments)),
+              info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return (file, info)
     }
 
     private func notFound(_ head: RequestHead) -> Response {
@@ -69,8 +84,14 @@ struct StaticFiles: Sendable {
         return DirectoryListing(folder: folder, relative: relative, file: file, urlPath: urlPath).response(for: head)
     }
 
+    /// The validators a file with the status `info` is served with.
+    static func validators(of info: stat) -> RepresentationValidators {
+        RepresentationValidators(entityTag: entityTag(of: info),
+                                 lastModified: HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec)))
+    }
+
     /// A file's ETag. Strong: a new inode, size or nanosecond modification time makes a new tag.
-    static func entityTag(of info: stat) -> EntityTag {
+    private static func entityTag(of info: stat) -> EntityTag {
         let modified = Platform.modificationTime(info)
         return EntityTag(checkedOpaque: ASCIIWriter.string(capacity: 4 * 16 + 3) { out in
             out.number(UInt64(info.st_ino), radix: 16)
@@ -94,10 +115,7 @@ struct StaticFiles: Sendable {
         case .facts(let known):
             facts = known
         case nil:
-            facts = FileResponseCache.Facts(
-                validators: RepresentationValidators(entityTag: Self.entityTag(of: info),
-                                                     lastModified: HTTPDate(secondsSince1970: Int64(Platform.modificationTime(info).tv_sec))),
-                contentType: ContentTypes.forName(name))
+            facts = FileResponseCache.Facts(validators: Self.validators(of: info), contentType: ContentTypes.forName(name))
             cache.remember(facts, at: path, identity: identity)
         }
         let representation = Representation(length: UInt64(info.st_size), validators: facts.validators, contentType: facts.contentType,

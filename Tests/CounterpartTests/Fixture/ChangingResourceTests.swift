@@ -106,6 +106,16 @@ struct ChangingResourceTests {
         #expect(try uploaded.json()["etag"] as? String == served.header("ETag"))
     }
 
+    @Test func touchReachesOnlyWhatAGetWould() throws {
+        // A name that only an upload in progress has is never served, in the root either.
+        let server = try TestServer(serving: [".counterpart-1-1.part": Data("partial".utf8), "site/.hidden": Data("h".utf8)])
+        #expect(try curl([server.url("/.counterpart-1-1.part")]).status == 404)
+        #expect(try curl(["-X", "POST", server.url("/__counterpart/touch?path=/.counterpart-1-1.part")]).status == 404)
+        // Hidden names are served from the root (not from /uploads/), so touched there too.
+        #expect(try curl([server.url("/site/.hidden")]).status == 200)
+        #expect(try curl(["-X", "POST", server.url("/__counterpart/touch?path=/site/.hidden")]).status == 200)
+    }
+
     @Test(arguments: [("POST", "?path=/missing.txt", 404), ("POST", "", 400), ("POST", "?path=", 400), ("GET", "?path=/hello.txt", 405),
                       ("POST", "?path=/list", 404), ("POST", "?path=/../etc/passwd", 400), ("POST", "?path=/uploads/.counterpart-1-1.part", 404)])
     func touchRefusesWhatIsNotAServedFile(_ method: String, _ query: String, _ status: Int) throws {
