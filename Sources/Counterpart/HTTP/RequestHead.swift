@@ -6,6 +6,47 @@ struct HTTPField: Equatable, Sendable {
     var value: String
 }
 
+/// What a request's field names say about it, noted as each field is read, so that no one
+/// searches the fields for them again: whether a field frames a body (`Content-Length`,
+/// `Transfer-Encoding`: most GETs have neither) and whether one is a precondition (`If-…`).
+struct FieldKinds: Sendable {
+    var framesBody = false
+    var hasConditions = false
+
+    /// Notes the field named `name` (its bytes, as read).
+    mutating func note(_ name: UnsafeBufferPointer<UInt8>) {
+        switch name.count {
+        case 14 where Self.equalsLowercase(name, Self.contentLength), 17 where Self.equalsLowercase(name, Self.transferEncoding):
+            framesBody = true
+        case 3...:
+            hasConditions = hasConditions || Self.equalsLowercase(UnsafeBufferPointer(rebasing: name[0..<3]), Self.conditionPrefix)
+        default:
+            break
+        }
+    }
+
+    init() {}
+
+    init(of headers: [HTTPField]) {
+        for field in headers {
+            var name = field.name
+            name.withUTF8 { note($0) }
+        }
+    }
+
+    /// Whether `bytes`, lowercased, are `lowercase` (this runs for every field of every request:
+    /// concrete byte buffers, no generic collection code).
+    private static func equalsLowercase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: [UInt8]) -> Bool {
+        guard bytes.count == lowercase.count else { return false }
+        for index in 0..<bytes.count where ASCII.lower(bytes[index]) != lowercase[index] { return false }
+        return true
+    }
+
+    private static let contentLength = Array("content-length".utf8)
+    private static let transferEncoding = Array("transfer-encoding".utf8)
+    private static let conditionPrefix = Array("if-".utf8)
+}
+
 /// A request as it is known once its head has arrived.
 ///
 /// What arrived is kept in one shared, immutable object: the head is handed from the
@@ -23,9 +64,10 @@ struct RequestHead: Sendable {
         let clientAddress: String
         let connection: WatchedConnection?
         let framing: Result<MessageFraming, MessageFraming.Refusal>
+        let hasConditions: Bool
 
         init(method: String, path: String, query: [(name: String, value: String?)], version: String,
-             headers: [HTTPField], clientAddress: String, connection: WatchedConnection?) {
+             headers: [HTTPField], kinds: FieldKinds, clientAddress: String, connection: WatchedConnection?) {
             self.method = method
             self.path = path
             self.decodedPath = RequestPath(path)
@@ -34,13 +76,12 @@ struct RequestHead: Sendable {
             self.headers = headers
             self.clientAddress = clientAddress
             self.connection = connection
-            framing = Self.framing(of: headers)
+            // Without a framing field there is no body and nothing to frame (most GETs).
+            framing = kinds.framesBody ? Self.framing(of: headers) : .success(.none)
+            hasConditions = kinds.hasConditions
         }
 
         private static func framing(of headers: [HTTPField]) -> Result<MessageFraming, MessageFraming.Refusal> {
-            // Without either field there is no body and nothing to frame (most GETs).
-            let framed = headers.contains { ASCII.equalsIgnoringCase($0.name, "Content-Length") || ASCII.equalsIgnoringCase($0.name, "Transfer-Encoding") }
-            guard framed else { return .success(.none) }
             do throws(MessageFraming.Refusal) {
                 return .success(try MessageFraming(headers: headers.map { ($0.name, $0.value) }))
             } catch {
@@ -67,16 +108,19 @@ struct RequestHead: Sendable {
     /// How the body is framed (RFC 9112 §6.3), decided once from the headers, or why it
     /// cannot be.
     var framing: Result<MessageFraming, MessageFraming.Refusal> { arrived.framing }
+    /// Whether a field's name starts `If-` (only then are preconditions looked for).
+    var hasConditionalFields: Bool { arrived.hasConditions }
     /// The fault the router applied, noted for the journal.
     var fault: AppliedFault?
     /// Who the request's credentials name, once the auth gate has let it in (nil without
     /// credentials): the owner of what it creates.
     var user: String? = nil
 
+    /// `kinds`: what the fields' names say, when the reader noted it as it read them.
     init(method: String, path: String, query: [(name: String, value: String?)], version: String,
-         headers: [HTTPField], clientAddress: String, connection: WatchedConnection? = nil) {
+         headers: [HTTPField], kinds: FieldKinds? = nil, clientAddress: String, connection: WatchedConnection? = nil) {
         arrived = Arrived(method: method, path: path, query: query, version: version, headers: headers,
-                          clientAddress: clientAddress, connection: connection)
+                          kinds: kinds ?? FieldKinds(of: headers), clientAddress: clientAddress, connection: connection)
     }
 
     /// The first value of the header `name`, compared case-insensitively.

@@ -166,12 +166,14 @@ func readHead(
         query: collected.query,
         version: version.map { String(cString: $0) } ?? "",
         headers: collected.headers,
+        kinds: collected.kinds,
         clientAddress: watched?.client ?? SocketAddress.describe(cp_client_address(connection)),
         connection: watched)
 }
 
 struct CollectedValues {
     var headers: [HTTPField] = []
+    var kinds = FieldKinds()
     var query: [(name: String, value: String?)] = []
 }
 
@@ -182,6 +184,7 @@ let collectValue: MHD_KeyValueIterator = { cls, kind, key, value in
     if kind == MHD_ValueKind.GET_ARGUMENT_KIND {
         collected.pointee.query.append((name, value.map { String(cString: $0) }))
     } else {
+        collected.pointee.kinds.note(UnsafeBufferPointer(start: UnsafeRawPointer(key).assumingMemoryBound(to: UInt8.self), count: strlen(key)))
         collected.pointee.headers.append(HTTPField(name: name, value: value.map { String(cString: $0) } ?? ""))
     }
     return MHD_Result.YES

@@ -162,7 +162,7 @@ struct RepresentationResponder {
     /// RFC 9110 §13.2.2's evaluation of the request's `If-*` fields; without any (most
     /// requests: a field name starting `If-` is looked for once) there is nothing to evaluate.
     private func preconditions(hasRange: Bool) -> ConditionalRequest.Decision {
-        guard Self.mayHaveConditions(head) else { return .proceed }
+        guard head.hasConditionalFields else { return .proceed }
         let conditions = ConditionalRequest(
             method: head.method, ifMatch: head.header("If-Match"), ifNoneMatch: head.header("If-None-Match"),
             ifModifiedSince: head.header("If-Modified-Since"), ifUnmodifiedSince: head.header("If-Unmodified-Since"),
@@ -170,18 +170,10 @@ struct RepresentationResponder {
         return conditions.evaluate(Validators(entityTag: representation.validators.entityTag, lastModified: representation.validators.lastModified))
     }
 
-    /// Whether `head` has a field whose name starts `If-`.
-    private static func mayHaveConditions(_ head: RequestHead) -> Bool {
-        head.headers.contains { field in
-            var name = field.name.utf8.makeIterator()
-            return name.next().map(ASCII.lower) == 0x69 && name.next().map(ASCII.lower) == 0x66 && name.next() == 0x2D
-        }
-    }
-
     /// Whether the answer to `head` is the whole representation, with the same fields each
     /// time it is asked: no `Range` on a GET, no `If-*` field, no `?download`.
     static func answersInFull(_ head: RequestHead) -> Bool {
-        !(head.method == "GET" && head.header("Range") != nil) && !mayHaveConditions(head) && head.queryArgument("download") == nil
+        !(head.method == "GET" && head.header("Range") != nil) && !head.hasConditionalFields && head.queryArgument("download") == nil
     }
 
     /// `length` bytes from `offset`: from a file as a file body; generated ones made now
