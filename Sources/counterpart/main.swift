@@ -84,6 +84,10 @@ if configuration.accessControl == nil, !isLoopbackHost(configuration.host) {
         + (configuration.allowsRemoteControl ? "/__counterpart/ (the journal, clearing uploads) answers them too (--allow-remote-control)\n"
                                               : "/__counterpart/ (the journal, clearing uploads) answers only this machine\n"))
 }
+if !CounterpartServer.kernelOpensBeneath {
+    FileHandleWriter.standardError("counterpart: note: this kernel (or the container's seccomp profile) refuses openat2; "
+        + "files are opened beneath their folder one path component at a time instead, with the same rules\n")
+}
 FileHandleWriter.standardOutput("listening on \(server.baseURL.absoluteString)\n")
 
 var received: Int32 = 0

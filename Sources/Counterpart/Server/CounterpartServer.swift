@@ -133,3 +133,10 @@ public final class CounterpartServer: Sendable {
         stop(grace: .zero)
     }
 }
+
+extension CounterpartServer {
+    /// False where the kernel (before Linux 5.6) or a container's seccomp profile refuses
+    /// openat2: files are then opened beneath their folder by walking the path one
+    /// component at a time, with the same rules.
+    public static var kernelOpensBeneath: Bool { Platform.kernelOpensBeneath }
+}

@@ -1,6 +1,7 @@
 /// A folder opened once, whose files are opened only beneath it: each path (symlinks
 /// included) is resolved beneath the folder and one that would leave it is refused, with no
-/// window between checking and opening (`Platform.openBeneath`: one `openat2` call on Linux).
+/// window between checking and opening (`Platform.openBeneath`: one `openat2` call on Linux,
+/// or, where the kernel or a container refuses that call, a walk of the path).
 final class ServedFolder: Sendable {
     let path: String
     private let descriptor: Int32
@@ -13,7 +14,7 @@ final class ServedFolder: Sendable {
         }
         let probe = Platform.openBeneath(descriptor, ".", flags: O_RDONLY | O_CLOEXEC)
         guard probe >= 0 else {
-            let reason = errno == ENOSYS ? "Counterpart needs Linux 5.6 or later (openat2)" : FileSystem.lastError()
+            let reason = FileSystem.lastError()
             close(descriptor)
             throw .unusableFolder(path: path, reason: reason)
         }

@@ -30,7 +30,8 @@ enum Platform {
     /// `folder` for reading with `flags`, following symlinks only while they stay beneath it.
     /// -1 with errno set otherwise: EXDEV for a path or symlink that would leave the folder
     /// (an absolute symlink, or `..` above it), ELOOP for too many symlinks.
-    static func openBeneath(_ folder: Int32, _ path: String, flags: Int32, portable: Bool = usesPortableFallbacks) -> Int32 {
+    static func openBeneath(_ folder: Int32, _ path: String, flags: Int32,
+                            portable: Bool = usesPortableFallbacks || !kernelOpensBeneath) -> Int32 {
         #if os(Linux)
         // openat2 with RESOLVE_BENEATH (Linux 5.6): the kernel resolves the whole path in one
         // call, with no window between a check and the open.
@@ -39,6 +40,31 @@ enum Platform {
         if !portable { return path.withCString { cp_open_beneath(folder, $0, flags) } }
         #endif
         return ConfinedPath.open(path, beneath: folder, flags: flags)
+    }
+
+    /// Whether this kernel lets the process call openat2, found once: a kernel before 5.6
+    /// lacks it (ENOSYS), and a container's seccomp profile may refuse it (older Docker
+    /// answers EPERM). Without it files are opened beneath their folder by the portable
+    /// walk, which gives the same answers with a call per path component.
+    static let kernelOpensBeneath: Bool = {
+        #if os(Linux)
+        let root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard root >= 0 else { return true }
+        defer { close(root) }
+        return opensBeneath(probe: cp_open_beneath(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), errno: errno)
+        #else
+        return false
+        #endif
+    }()
+
+    /// What an openat2 probe that returned `result` (with `errno` when negative) says:
+    /// false only for a call the kernel or a filter refused outright.
+    static func opensBeneath(probe result: Int32, errno: Int32) -> Bool {
+        if result >= 0 {
+            close(result)
+            return true
+        }
+        return errno != ENOSYS && errno != EPERM
     }
 
     // MARK: Calls whose names types here also use

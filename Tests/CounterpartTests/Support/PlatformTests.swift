@@ -100,6 +100,16 @@ struct PlatformTests {
         #expect(tree.read("sub/outside.txt", portable: false) == .error(EXDEV))
     }
 
+    /// A kernel without openat2 (ENOSYS) or a seccomp filter that refuses it (EPERM) turns the
+    /// portable walk on for opening beneath folders; any other failure of the probe does not.
+    @Test func openat2IsGivenUpOnlyWhenTheCallItselfIsRefused() {
+        #expect(!Platform.opensBeneath(probe: -1, errno: ENOSYS))
+        #expect(!Platform.opensBeneath(probe: -1, errno: EPERM))
+        #expect(Platform.opensBeneath(probe: -1, errno: EACCES))
+        #expect(Platform.opensBeneath(probe: -1, errno: EMFILE))
+        #expect(Platform.opensBeneath(probe: dup(0), errno: 0))
+    }
+
     /// Both ends of a TCP connection on loopback: (the server's, the client's).
     func tcpPair() throws -> [Int32] {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
