@@ -8,14 +8,18 @@ struct HTTPField: Equatable, Sendable {
 
 /// What a request's field names say about it, noted as each field is read, so that no one
 /// searches the fields for them again: whether a field frames a body (`Content-Length`,
-/// `Transfer-Encoding`: most GETs have neither) and whether one is a precondition (`If-…`).
+/// `Transfer-Encoding`: most GETs have neither), whether one is a precondition (`If-…`), and
+/// where the first `Range` is (every file request asks).
 struct FieldKinds: Sendable {
     var framesBody = false
     var hasConditions = false
+    var rangeIndex: Int?
 
-    /// Notes the field named `name` (its bytes, as read).
-    mutating func note(_ name: UnsafeBufferPointer<UInt8>) {
+    /// Notes the field named `name` (its bytes, as read), the `index`-th of the head.
+    mutating func note(_ name: UnsafeBufferPointer<UInt8>, at index: Int) {
         switch name.count {
+        case 5 where rangeIndex == nil && Self.equalsLowercase(name, Self.range):
+            rangeIndex = index
         case 14 where Self.equalsLowercase(name, Self.contentLength), 17 where Self.equalsLowercase(name, Self.transferEncoding):
             framesBody = true
         case 3...:
@@ -28,9 +32,9 @@ struct FieldKinds: Sendable {
     init() {}
 
     init(of headers: [HTTPField]) {
-        for field in headers {
+        for (index, field) in headers.enumerated() {
             var name = field.name
-            name.withUTF8 { note($0) }
+            name.withUTF8 { note($0, at: index) }
         }
     }
 
@@ -42,6 +46,7 @@ struct FieldKinds: Sendable {
         return true
     }
 
+    private static let range = Array("range".utf8)
     private static let contentLength = Array("content-length".utf8)
     private static let transferEncoding = Array("transfer-encoding".utf8)
     private static let conditionPrefix = Array("if-".utf8)
@@ -65,6 +70,7 @@ struct RequestHead: Sendable {
         let connection: WatchedConnection?
         let framing: Result<MessageFraming, MessageFraming.Refusal>
         let hasConditions: Bool
+        let rangeIndex: Int?
 
         init(method: String, path: String, query: [(name: String, value: String?)], version: String,
              headers: [HTTPField], kinds: FieldKinds, clientAddress: String, connection: WatchedConnection?) {
@@ -79,6 +85,7 @@ struct RequestHead: Sendable {
             // Without a framing field there is no body and nothing to frame (most GETs).
             framing = kinds.framesBody ? Self.framing(of: headers) : .success(.none)
             hasConditions = kinds.hasConditions
+            rangeIndex = kinds.rangeIndex
         }
 
         private static func framing(of headers: [HTTPField]) -> Result<MessageFraming, MessageFraming.Refusal> {
@@ -110,6 +117,8 @@ struct RequestHead: Sendable {
     var framing: Result<MessageFraming, MessageFraming.Refusal> { arrived.framing }
     /// Whether a field's name starts `If-` (only then are preconditions looked for).
     var hasConditionalFields: Bool { arrived.hasConditions }
+    /// The first `Range` field's value (what `header("Range")` gives), found as the head was read.
+    var range: String? { arrived.rangeIndex.map { arrived.headers[$0].value } }
     /// The fault the router applied, noted for the journal.
     var fault: AppliedFault?
     /// Who the request's credentials name, once the auth gate has let it in (nil without

@@ -184,7 +184,8 @@ let collectValue: MHD_KeyValueIterator = { cls, kind, key, value in
     if kind == MHD_ValueKind.GET_ARGUMENT_KIND {
         collected.pointee.query.append((name, value.map { String(cString: $0) }))
     } else {
-        collected.pointee.kinds.note(UnsafeBufferPointer(start: UnsafeRawPointer(key).assumingMemoryBound(to: UInt8.self), count: strlen(key)))
+        collected.pointee.kinds.note(UnsafeBufferPointer(start: UnsafeRawPointer(key).assumingMemoryBound(to: UInt8.self), count: strlen(key)),
+                                     at: collected.pointee.headers.count)
         collected.pointee.headers.append(HTTPField(name: name, value: value.map { String(cString: $0) } ?? ""))
     }
     return MHD_Result.YES

@@ -119,7 +119,7 @@ struct RepresentationResponder {
         var headers = representation.validators.fields
         headers.reserveCapacity(6 + extraHeaders.count)
 
-        let rangeHeader = head.method == "GET" ? head.header("Range") : nil
+        let rangeHeader = head.method == "GET" ? head.range : nil
         var resolution = RangeResolution(rangeHeader: rangeHeader, length: length, policy: rangePolicy)
         switch preconditions(hasRange: rangeHeader != nil) {
         case .notModified:
@@ -173,7 +173,7 @@ struct RepresentationResponder {
     /// Whether the answer to `head` is the whole representation, with the same fields each
     /// time it is asked: no `Range` on a GET, no `If-*` field, no `?download`.
     static func answersInFull(_ head: RequestHead) -> Bool {
-        !(head.method == "GET" && head.header("Range") != nil) && !head.hasConditionalFields && head.queryArgument("download") == nil
+        !(head.method == "GET" && head.range != nil) && !head.hasConditionalFields && head.queryArgument("download") == nil
     }
 
     /// `length` bytes from `offset`: from a file as a file body; generated ones made now

@@ -25,6 +25,15 @@ struct FieldKindsTests {
         #expect(!kinds(names).framesBody && !kinds(names).hasConditions)
     }
 
+    @Test func theFirstRangeFieldIsFoundAsTheHeadIsRead() {
+        let fields = [HTTPField(name: "Host", value: "x"), HTTPField(name: "rAnGe", value: "bytes=0-1"),
+                      HTTPField(name: "Range", value: "bytes=5-6"), HTTPField(name: "Ranges", value: "no")]
+        #expect(FieldKinds(of: fields).rangeIndex == 1)
+        let head = RequestHead(method: "GET", path: "/a", query: [], version: "HTTP/1.1", headers: fields, clientAddress: "127.0.0.1")
+        #expect(head.range == "bytes=0-1" && head.range == head.header("Range"))
+        #expect(kinds(["Rang", "Ranges", "X-Range"]).rangeIndex == nil)
+    }
+
     @Test func theHeadUsesThem() {
         let plain = RequestHead(method: "GET", path: "/a", query: [], version: "HTTP/1.1", headers: [HTTPField(name: "Host", value: "x")],
                                 clientAddress: "127.0.0.1")
