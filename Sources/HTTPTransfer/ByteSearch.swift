@@ -105,6 +105,15 @@ package enum ASCII {
         return zip(a, b).allSatisfy { lower($0) == lower($1) }
     }
 
+    /// The same for bytes in memory against a constant: concrete, so that other modules
+    /// call it as it is (the generic one, run unspecialized from another module, costs
+    /// some hundreds of instructions a byte).
+    package static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ text: [UInt8]) -> Bool {
+        guard bytes.count == text.count else { return false }
+        for index in 0..<bytes.count where lower(bytes[index]) != lower(text[index]) { return false }
+        return true
+    }
+
     package static func equalsIgnoringCase(_ a: String, _ b: String) -> Bool {
         guard a.utf8.count == b.utf8.count else { return false }
         // Borrowed views of both strings' bytes: no copy, and no reference counting, which

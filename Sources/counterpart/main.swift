@@ -84,7 +84,7 @@ if configuration.accessControl == nil, !isLoopbackHost(configuration.host) {
         + (configuration.allowsRemoteControl ? "/__counterpart/ (the journal, clearing uploads) answers them too (--allow-remote-control)\n"
                                               : "/__counterpart/ (the journal, clearing uploads) answers only this machine\n"))
 }
-if !CounterpartServer.kernelOpensBeneath {
+if CounterpartServer.kernelRefusesOpenat2 {
     FileHandleWriter.standardError("counterpart: note: this kernel (or the container's seccomp profile) refuses openat2; "
         + "files are opened beneath their folder one path component at a time instead, with the same rules\n")
 }

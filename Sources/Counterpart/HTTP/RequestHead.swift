@@ -18,12 +18,12 @@ struct FieldKinds: Sendable {
     /// Notes the field named `name` (its bytes, as read), the `index`-th of the head.
     mutating func note(_ name: UnsafeBufferPointer<UInt8>, at index: Int) {
         switch name.count {
-        case 5 where rangeIndex == nil && Self.equalsLowercase(name, Self.range):
+        case 5 where rangeIndex == nil && ASCII.equalsIgnoringCase(name, Self.range):
             rangeIndex = index
-        case 14 where Self.equalsLowercase(name, Self.contentLength), 17 where Self.equalsLowercase(name, Self.transferEncoding):
+        case 14 where ASCII.equalsIgnoringCase(name, Self.contentLength), 17 where ASCII.equalsIgnoringCase(name, Self.transferEncoding):
             framesBody = true
         case 3...:
-            hasConditions = hasConditions || Self.equalsLowercase(UnsafeBufferPointer(rebasing: name[0..<3]), Self.conditionPrefix)
+            hasConditions = hasConditions || ASCII.equalsIgnoringCase(UnsafeBufferPointer(rebasing: name[0..<3]), Self.conditionPrefix)
         default:
             break
         }
@@ -36,14 +36,6 @@ struct FieldKinds: Sendable {
             var name = field.name
             name.withUTF8 { note($0, at: index) }
         }
-    }
-
-    /// Whether `bytes`, lowercased, are `lowercase` (this runs for every field of every request:
-    /// concrete byte buffers, no generic collection code).
-    private static func equalsLowercase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: [UInt8]) -> Bool {
-        guard bytes.count == lowercase.count else { return false }
-        for index in 0..<bytes.count where ASCII.lower(bytes[index]) != lowercase[index] { return false }
-        return true
     }
 
     private static let range = Array("range".utf8)

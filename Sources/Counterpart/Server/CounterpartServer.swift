@@ -135,8 +135,8 @@ public final class CounterpartServer: Sendable {
 }
 
 extension CounterpartServer {
-    /// False where the kernel (before Linux 5.6) or a container's seccomp profile refuses
+    /// True where a Linux kernel (before 5.6) or a container's seccomp profile refuses
     /// openat2: files are then opened beneath their folder by walking the path one
-    /// component at a time, with the same rules.
-    public static var kernelOpensBeneath: Bool { Platform.kernelOpensBeneath }
+    /// component at a time, with the same rules (as on macOS, where this is false).
+    public static var kernelRefusesOpenat2: Bool { Platform.kernelRefusesOpenat2 }
 }

@@ -58,18 +58,14 @@ final class FileResponseCache: Sendable {
     }
 
     /// What is known of a file, when it is still the file `identity` describes.
-    enum Known {
+    enum Known: Sendable {
         /// Its plain `200`, kept whole.
-        case answer(Response)
+        case answer(Kept)
         case facts(Facts)
     }
 
-    private enum Found: Sendable {
-        case kept(Kept)
-        case facts(Facts)
-    }
-
-    private struct Kept: Sendable {
+    /// A small file's plain `200`: its fields and bytes, and what the adapter made of them.
+    struct Kept: Sendable {
         var headers: [HTTPField]
         var bytes: [UInt8]
         var reusable: ReusableResponse
@@ -108,15 +104,10 @@ final class FileResponseCache: Sendable {
     /// What is known of the file at `path`, if it is the file `identity` describes: its
     /// plain `200` when that is `wanted` and kept, else its facts.
     func known(at path: String, identity: FileIdentity, answerWanted wanted: Bool) -> Known? {
-        let found: Found? = state.withLock { state in
+        state.withLock { state in
             guard let entry = state.entries[path], entry.identity == identity else { return nil }
-            if wanted, let kept = entry.kept { return .kept(kept) }
+            if wanted, let kept = entry.kept { return .answer(kept) }
             return .facts(entry.facts)
-        }
-        switch found {
-        case .kept(let kept): return .answer(kept.response)
-        case .facts(let facts): return .facts(facts)
-        case nil: return nil
         }
     }
 

@@ -110,8 +110,8 @@ struct StaticFiles: Sendable {
         let identity = FileIdentity(info)
         let facts: FileResponseCache.Facts
         switch cache.known(at: path, identity: identity, answerWanted: inFull) {
-        case .answer(let answer):
-            return answer
+        case .answer(let kept):
+            return kept.response
         case .facts(let known):
             facts = known
         case nil:

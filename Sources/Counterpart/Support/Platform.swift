@@ -31,7 +31,7 @@ enum Platform {
     /// -1 with errno set otherwise: EXDEV for a path or symlink that would leave the folder
     /// (an absolute symlink, or `..` above it), ELOOP for too many symlinks.
     static func openBeneath(_ folder: Int32, _ path: String, flags: Int32,
-                            portable: Bool = usesPortableFallbacks || !kernelOpensBeneath) -> Int32 {
+                            portable: Bool = usesPortableFallbacks || kernelRefusesOpenat2) -> Int32 {
         #if os(Linux)
         // openat2 with RESOLVE_BENEATH (Linux 5.6): the kernel resolves the whole path in one
         // call, with no window between a check and the open.
@@ -42,16 +42,17 @@ enum Platform {
         return ConfinedPath.open(path, beneath: folder, flags: flags)
     }
 
-    /// Whether this kernel lets the process call openat2, found once: a kernel before 5.6
-    /// lacks it (ENOSYS), and a container's seccomp profile may refuse it (older Docker
-    /// answers EPERM). Without it files are opened beneath their folder by the portable
-    /// walk, which gives the same answers with a call per path component.
-    static let kernelOpensBeneath: Bool = {
+    /// Whether this Linux kernel refuses the process openat2, found once: a kernel before
+    /// 5.6 lacks it (ENOSYS), and a container's seccomp profile may refuse it (older Docker
+    /// answers EPERM). Files are then opened beneath their folder by the portable walk,
+    /// which gives the same answers with a call per path component. Never on other systems,
+    /// which have no openat2 to refuse and always walk.
+    static let kernelRefusesOpenat2: Bool = {
         #if os(Linux)
         let root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard root >= 0 else { return true }
+        guard root >= 0 else { return false }
         defer { close(root) }
-        return opensBeneath(probe: cp_open_beneath(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), errno: errno)
+        return !opensBeneath(probe: cp_open_beneath(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), errno: errno)
         #else
         return false
         #endif

@@ -22,7 +22,7 @@ private let facts = FileResponseCache.Facts(
 extension FileResponseCache {
     /// The kept plain answer for `path`, if it is the file `identity` describes.
     func answer(at path: String, identity: FileIdentity) -> Response? {
-        if case .answer(let answer) = known(at: path, identity: identity, answerWanted: true) { return answer }
+        if case .answer(let kept) = known(at: path, identity: identity, answerWanted: true) { return kept.response }
         return nil
     }
 }
