@@ -29,6 +29,15 @@ static inline int cp_start_write_back(int file, long long offset, long long coun
     return sync_file_range(file, offset, count, SYNC_FILE_RANGE_WRITE);
 }
 
+/// Turns O_DIRECT on or off for an open file: writes of whole aligned blocks then go to the
+/// device without a copy into the page cache. 0, or -1 with errno set (EINVAL where the
+/// file system has no direct I/O).
+static inline int cp_set_direct_io(int file, int on) {
+    int flags = fcntl(file, F_GETFL);
+    if (flags < 0) return -1;
+    return fcntl(file, F_SETFL, on ? (flags | O_DIRECT) : (flags & ~O_DIRECT));
+}
+
 /// Whether the peer of a connected socket has shut its side down (FIN) or the socket has
 /// failed, without waiting: POLLRDHUP (a GNU extension) sees a FIN even behind bytes not
 /// read yet, where a peek for end of stream would see only the bytes.

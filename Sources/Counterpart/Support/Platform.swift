@@ -158,6 +158,18 @@ enum Platform {
         #endif
     }
 
+    /// Whether writes to `file` now bypass the page cache (`on`) or go through it: Linux
+    /// O_DIRECT, for an upload's whole blocks, which are written once and not read back, so
+    /// copying them into the cache would only cost CPU and memory. False where the file
+    /// system refuses it. Fallback: never on (every write goes through the cache).
+    @discardableResult
+    static func bypassPageCache(_ file: Int32, _ on: Bool, portable: Bool = usesPortableFallbacks) -> Bool {
+        #if os(Linux)
+        if !portable { return cp_set_direct_io(file, on ? 1 : 0) == 0 && on }
+        #endif
+        return false
+    }
+
     /// A file's modification time (`st_mtim` on Linux, `st_mtimespec` on Darwin).
     static func modificationTime(_ info: stat) -> timespec {
         #if os(Linux)

@@ -107,10 +107,9 @@ final class UploadStore: Sendable {
 final class UploadSink {
     let path: String
     private var descriptor: Int32
-    private let hasher: FileHasher
+    private let writer: UploadWriter
     private let freeSpace: FreeSpace
     private let sync: SyncMode
-    private(set) var size: UInt64 = 0
     private var checkedSpaceAt: UInt64 = 0
     private var flushedTo: UInt64 = 0
 
@@ -119,8 +118,11 @@ final class UploadSink {
         self.path = path
         self.descriptor = descriptor
         self.freeSpace = freeSpace
-        hasher = FileHasher(path: path)
+        writer = UploadWriter(descriptor: descriptor)
     }
+
+    /// Bytes written so far.
+    var size: UInt64 { writer.size }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         if size - checkedSpaceAt >= FreeSpace.checkInterval {
@@ -128,15 +130,13 @@ final class UploadSink {
             checkedSpaceAt = size
         }
         do {
-            try POSIX.writeAll(descriptor, bytes)
+            try writer.append(bytes)
         } catch {
-            throw StoreError(operation: "write \(bytes.count) bytes", code: error.code)
+            throw StoreError(operation: "write the upload", code: error.code)
         }
-        size += UInt64(bytes.count)
-        hasher.wrote(bytes, size: size)
         if size - flushedTo >= Self.writeBackInterval {
-            // Start writing the bytes out now (without waiting), so that the fsync at
-            // the end has little left to do instead of the whole file.
+            // Start writing the bytes the page cache holds out now (without waiting), so
+            // that the fsync at the end has little left to do instead of the whole file.
             sync.startWriteBack(descriptor, offset: flushedTo, count: size - flushedTo)
             flushedTo = size
         }
@@ -145,10 +145,13 @@ final class UploadSink {
     /// Bytes written between two starts of write-back.
     static let writeBackInterval: UInt64 = 8 << 20
 
-    /// The SHA-256 of everything written; call once, at the end.
+    /// Writes the last bytes and returns the SHA-256 of everything written; call once, at the end.
     func digest() throws -> String {
-        guard let digest = hasher.finish() else { throw StoreError(operation: "read back the upload to hash it", code: EIO) }
-        return digest
+        do {
+            return try writer.finish()
+        } catch {
+            throw StoreError(operation: "write the upload", code: error.code)
+        }
     }
 
     /// Syncs and closes the file.
@@ -162,7 +165,7 @@ final class UploadSink {
 
     /// Closes and deletes the temporary file.
     func discard() {
-        hasher.cancel()
+        writer.cancel()
         if descriptor >= 0 { Platform.close(descriptor) }
         descriptor = -1
         unlink(path)

@@ -1,0 +1,142 @@
+@testable import Counterpart
+import Foundation
+import Testing
+
+/// Bytes that differ at every offset, so that a chunk written at the wrong place shows.
+private func pattern(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
+    var state = seed &* 0x9E37_79B9_7F4A_7C15
+    return (0..<count).map { _ in
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return UInt8(truncatingIfNeeded: state >> 56)
+    }
+}
+
+/// Writes `bytes` through an `UploadWriter` into a new file, in pieces of the given sizes
+/// (round and round), and returns the digest and what the file then holds.
+private func writeThrough(_ bytes: [UInt8], pieces: [Int], budget: ChunkBudget, in folder: URL) throws -> (digest: String, file: [UInt8]) {
+    let path = folder.appendingPathComponent(UUID().uuidString).path
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    try #require(descriptor >= 0)
+    defer { close(descriptor) }
+    let writer = UploadWriter(descriptor: descriptor, budget: budget)
+    var from = 0, index = 0
+    try bytes.withUnsafeBytes { all in
+        while from < all.count {
+            let count = min(pieces[index % pieces.count], all.count - from)
+            try writer.append(UnsafeRawBufferPointer(rebasing: all[from..<(from + count)]))
+            from += count
+            index += 1
+        }
+    }
+    #expect(writer.size == UInt64(bytes.count))
+    let digest = try writer.finish()
+    return (digest, [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
+}
+
+@Suite("Upload writer: chunks hashed and written beside receiving")
+struct UploadWriterTests {
+    static let chunk = UploadWriter.chunkSize
+
+    /// Sizes around the chunk and the direct-I/O block, written in pieces that never line up
+    /// with either, and in one piece.
+    static let sizes = [0, 1, 4095, 4096, 4097, chunk - 1, chunk, chunk + 1, 2 * chunk, 3 * chunk + 4096 + 17, 5 * chunk + 1]
+
+    @Test(arguments: sizes)
+    func theFileAndTheDigestAreTheBytesAppendedWithTwoChunks(size: Int) throws {
+        let folder = try makeTemporaryFolder("upload-writer")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let budget = ChunkBudget(chunks: 2)
+        let bytes = pattern(size, seed: UInt64(size))
+        for pieces in [[1000, 7, 65_536, 3], [size == 0 ? 1 : size]] {
+            let written = try writeThrough(bytes, pieces: pieces, budget: budget, in: folder)
+            #expect(written.file == bytes)
+            #expect(written.digest == SHA256.hex(of: bytes))
+            #expect(budget.unused == 2, "every chunk is given back")
+        }
+    }
+
+    @Test(arguments: [0, 1, 4097, chunk + 1, 3 * chunk + 5])
+    func withOneChunkOrNoneTheUploadIsWrittenAllTheSame(size: Int) throws {
+        let folder = try makeTemporaryFolder("upload-writer")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let bytes = pattern(size, seed: 7)
+        for chunks in [0, 1] {
+            let budget = ChunkBudget(chunks: chunks)
+            let written = try writeThrough(bytes, pieces: [12_345, 1], budget: budget, in: folder)
+            #expect(written.file == bytes, "\(chunks) chunk(s)")
+            #expect(written.digest == SHA256.hex(of: bytes))
+            #expect(budget.unused == chunks)
+        }
+    }
+
+    @Test func uploadsAtOnceShareTheBudgetAndNoneIsRefused() throws {
+        let folder = try makeTemporaryFolder("upload-writer")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // Three uploads, three chunks: the first overlaps (two), the second gets one, the
+        // third none; all three are written right.
+        let budget = ChunkBudget(chunks: 3)
+        let contents = (0..<3).map { pattern(2 * Self.chunk + 99, seed: UInt64($0)) }
+        let paths = (0..<3).map { folder.appendingPathComponent("file-\($0)").path }
+        let descriptors = paths.map { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+        defer { descriptors.forEach { close($0) } }
+        let writers = descriptors.map { UploadWriter(descriptor: $0, budget: budget) }
+        for offset in stride(from: 0, to: contents[0].count, by: 50_000) {
+            for (writer, bytes) in zip(writers, contents) {
+                try bytes.withUnsafeBytes { all in
+                    try writer.append(UnsafeRawBufferPointer(rebasing: all[offset..<min(offset + 50_000, all.count)]))
+                }
+            }
+        }
+        #expect(budget.unused == 0)
+        for (index, writer) in writers.enumerated() {
+            #expect(try writer.finish() == SHA256.hex(of: contents[index]))
+            #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: paths[index]))) == contents[index])
+        }
+        #expect(budget.unused == 3)
+    }
+
+    @Test func aCancelledUploadLetsGoOfItsFileAndItsChunks() throws {
+        let folder = try makeTemporaryFolder("upload-writer")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let budget = ChunkBudget(chunks: 2)
+        let path = folder.appendingPathComponent("cancelled").path
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        defer { close(descriptor) }
+        let writer = UploadWriter(descriptor: descriptor, budget: budget)
+        let bytes = pattern(3 * Self.chunk + 10)
+        try bytes.withUnsafeBytes { try writer.append($0) }
+        #expect(budget.unused == 0)
+        writer.cancel()
+        #expect(budget.unused == 2)
+        // Nothing is written after cancel returns: the file stays as it is.
+        let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
+        Thread.sleep(forTimeInterval: 0.05)
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == size)
+        #expect(size.map { $0 <= 3 * Self.chunk } == true, "the last, partial chunk is never written")
+    }
+
+    /// /dev/full takes no byte: ENOSPC, which the server answers with 507. The failure of a
+    /// chunk written on the upload's thread comes back on the receiving thread, at the next
+    /// chunk or at the end, never lost.
+    @Test(arguments: [0, 1, 2])
+    func aWriteThatFailsIsReportedWithItsErrno(chunks: Int) throws {
+        let descriptor = open("/dev/full", O_WRONLY | O_CLOEXEC)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        let budget = ChunkBudget(chunks: chunks)
+        let writer = UploadWriter(descriptor: descriptor, budget: budget)
+        let bytes = pattern(4 * Self.chunk)
+        var failure: POSIX.Failure?
+        do {
+            for offset in stride(from: 0, to: bytes.count, by: 100_000) {
+                try bytes[offset..<min(offset + 100_000, bytes.count)].withUnsafeBytes { try writer.append($0) }
+            }
+            _ = try writer.finish()
+        } catch {
+            failure = error as? POSIX.Failure
+        }
+        #expect(failure?.isOutOfSpace == true, "\(String(describing: failure))")
+        writer.cancel()
+        #expect(budget.unused == chunks)
+    }
+}
