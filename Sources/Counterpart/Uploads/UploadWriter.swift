@@ -4,9 +4,9 @@ import Synchronization
 /// Writes an upload's file and its SHA-256, hashing the bytes in memory on their way to the
 /// disk: the file is never read back.
 ///
-/// Bytes gather in a chunk of `chunkSize`. When a file outgrows its first chunk, a thread of
-/// the upload's own takes a second one: from then on one chunk fills on the receiving thread
-/// while the other is hashed and written, so that receiving, hashing and writing overlap.
+/// Bytes gather in a chunk of `chunkSize`. When a file outgrows its first chunk, it gets two
+/// more and two threads of its own: one hashes each full chunk, the other writes it, while
+/// the receiving thread fills the next, so that receiving, hashing and writing overlap.
 /// Whole chunks are written past the page cache (O_DIRECT, Linux): an upload is written once
 /// and not read back, and copying it into the cache was the largest cost of taking one, the
 /// more so the colder the machine's memory. A file's last bytes, and a small file's all, go
@@ -17,8 +17,10 @@ import Synchronization
 /// on the receiving thread.
 final class UploadWriter {
     static let chunkSize = 512 * 1024
-    /// 16 MiB: 16 uploads overlapping at once.
-    static let budget = ChunkBudget(chunks: 32)
+    /// 24 MiB: 16 uploads overlapping at once.
+    static let budget = ChunkBudget(chunks: 48)
+    /// Chunks an upload takes beside the one filling, once it outgrows it.
+    static let spares = 2
 
     private let output: ChunkOutput
     private let budget: ChunkBudget
@@ -28,9 +30,9 @@ final class UploadWriter {
     private var chunk: UnsafeMutableRawBufferPointer?
     private var chunkOffset: UInt64 = 0
     private var filled = 0
-    private var worker: ChunkWriter?
+    private var pipeline: ChunkPipeline?
     private var askedForChunk = false
-    private var askedForWorker = false
+    private var askedForPipeline = false
     private var ended = false
 
     init(descriptor: Int32, budget: ChunkBudget = UploadWriter.budget) {
@@ -46,7 +48,8 @@ final class UploadWriter {
             chunk = budget.take()
         }
         guard chunk != nil else {
-            try output.write(bytes, at: size)
+            output.hash(bytes)
+            try output.store(bytes, at: size)
             size += UInt64(bytes.count)
             return
         }
@@ -63,43 +66,50 @@ final class UploadWriter {
 
     /// Writes what is left and returns the digest of the whole file. Call once.
     func finish() throws(POSIX.Failure) -> String {
-        let failure = stopWorker()
+        let failure = stopPipeline()
         defer { releaseChunks() }
         if let failure { throw failure }
         if let chunk, filled > 0 {
-            try output.write(UnsafeRawBufferPointer(rebasing: chunk[0..<filled]), at: chunkOffset)
+            let rest = UnsafeRawBufferPointer(rebasing: chunk[0..<filled])
+            output.hash(rest)
+            try output.store(rest, at: chunkOffset)
         }
         return output.hasher.finish()
     }
 
     /// Stops writing (the file is being discarded): when this returns, no thread uses the file.
     func cancel() {
-        _ = stopWorker()
+        _ = stopPipeline()
         releaseChunks()
     }
 
-    /// The chunk is full: hands it to the upload's thread for an empty one, or writes it here.
+    /// The chunk is full: hands it to the upload's threads for an empty one, or hashes and
+    /// writes it here.
     private func handOver() throws(POSIX.Failure) {
         output.startBypassingPageCache()
-        if !askedForWorker {
-            askedForWorker = true
-            if let spare = budget.take() { worker = ChunkWriter(output: output, spare: spare) }
+        if !askedForPipeline {
+            askedForPipeline = true
+            let spares = (0..<Self.spares).compactMap { _ in budget.take() }
+            if !spares.isEmpty { pipeline = ChunkPipeline(output: output, spares: spares) }
         }
-        if let worker {
-            chunk = try worker.exchange(full: chunk!, count: filled, offset: chunkOffset)
+        if let pipeline {
+            chunk = try pipeline.exchange(full: chunk!, count: filled, offset: chunkOffset)
         } else {
-            try output.write(UnsafeRawBufferPointer(chunk!), at: chunkOffset)
+            let full = UnsafeRawBufferPointer(chunk!)
+            output.hash(full)
+            try output.store(full, at: chunkOffset)
         }
         chunkOffset += UInt64(filled)
         filled = 0
     }
 
-    /// Waits until the upload's thread has written what it was given and ended; its failure, if any.
-    private func stopWorker() -> POSIX.Failure? {
-        guard let worker else { return nil }
-        self.worker = nil
-        let (spare, failure) = worker.stop()
-        budget.give(spare)
+    /// Waits until the upload's threads have written what they were given and ended; their
+    /// failure, if any.
+    private func stopPipeline() -> POSIX.Failure? {
+        guard let pipeline else { return nil }
+        self.pipeline = nil
+        let (spares, failure) = pipeline.stop()
+        spares.forEach { budget.give($0) }
         return failure
     }
 
@@ -137,8 +147,9 @@ final class ChunkBudget: Sendable {
     }
 }
 
-/// An upload's file and hasher: hashes and writes bytes in the file's order. One thread at a
-/// time uses it: the receiving thread, or the upload's own while it runs.
+/// An upload's file and hasher. Bytes are hashed in the file's order, by one thread at a
+/// time; they are stored by one thread at a time: the receiving thread, or the upload's own
+/// while they run.
 final class ChunkOutput: @unchecked Sendable {
     /// Direct I/O writes whole blocks from aligned memory at aligned offsets; 4 KiB suits
     /// every device.
@@ -159,10 +170,13 @@ final class ChunkOutput: @unchecked Sendable {
         bypassing = Platform.bypassPageCache(descriptor, true)
     }
 
-    /// Hashes `bytes` and writes them at `offset`: whole blocks past the page cache while
-    /// allowed, a tail (the file's last bytes) through it.
-    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(POSIX.Failure) {
+    func hash(_ bytes: UnsafeRawBufferPointer) {
         hasher.update(bytes)
+    }
+
+    /// Writes `bytes` at `offset`: whole blocks past the page cache while allowed, a tail
+    /// (the file's last bytes) through it.
+    func store(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(POSIX.Failure) {
         var written = 0
         while written < bytes.count {
             let start = bytes.baseAddress! + written
@@ -194,79 +208,104 @@ final class ChunkOutput: @unchecked Sendable {
     }
 }
 
-/// An upload's own thread: hashes and writes each full chunk handed to it, in order, and
-/// hands it back empty. Two chunks go round: one filling, one being written.
-/// Unchecked Sendable: every property is used under `condition`, but `output`, which only
-/// the thread uses while it runs.
-private final class ChunkWriter: @unchecked Sendable {
+/// An upload's own two threads: one hashes each full chunk handed over, in order, the other
+/// then writes it and hands it back empty. The receiving thread fills one chunk while the
+/// others are hashed and written.
+/// Unchecked Sendable: every property is used under `condition`, but `output`, whose hasher
+/// only the hashing thread and whose file only the writing thread use while they run.
+private final class ChunkPipeline: @unchecked Sendable {
     private struct Job {
         var chunk: UnsafeMutableRawBufferPointer
         var count: Int
         var offset: UInt64
+        var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: chunk[0..<count]) }
     }
 
     private let condition = NSCondition()
     private let output: ChunkOutput
-    private var handed: Job?
-    private var empty: UnsafeMutableRawBufferPointer?
+    private var toHash: [Job] = []
+    private var toWrite: [Job] = []
+    private var empty: [UnsafeMutableRawBufferPointer]
     private var failure: POSIX.Failure?
     private var stopping = false
-    private var ended = false
+    private var running = 2
 
-    init(output: ChunkOutput, spare: UnsafeMutableRawBufferPointer) {
+    init(output: ChunkOutput, spares: [UnsafeMutableRawBufferPointer]) {
         self.output = output
-        empty = spare
-        let thread = Thread { [self] in run() }
-        thread.name = "counterpart-upload"
-        thread.start()
+        empty = spares
+        toHash.reserveCapacity(spares.count + 1)
+        toWrite.reserveCapacity(spares.count + 1)
+        start("counterpart-sha256") { [self] in
+            while let job = next(from: \.toHash) {
+                output.hash(job.bytes)
+                finished(job) { $0.toWrite.append(job) }
+            }
+        }
+        start("counterpart-write") { [self] in
+            while let job = next(from: \.toWrite) {
+                var result: POSIX.Failure?
+                if failure == nil {
+                    do throws(POSIX.Failure) { try output.store(job.bytes, at: job.offset) } catch { result = error }
+                }
+                finished(job) {
+                    if let result { $0.failure = result }
+                    $0.empty.append(job.chunk)
+                }
+            }
+        }
     }
 
-    /// Hands over a full chunk and returns an empty one, once the chunk before is written.
+    /// Hands over a full chunk and returns an empty one, once one is.
     func exchange(full chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(POSIX.Failure) -> UnsafeMutableRawBufferPointer {
         condition.lock()
         defer { condition.unlock() }
-        while empty == nil, failure == nil { condition.wait() }
+        // After a failure the chunk stays the caller's, to give back with the others.
         if let failure { throw failure }
-        let next = empty!
-        empty = nil
-        handed = Job(chunk: chunk, count: count, offset: offset)
+        toHash.append(Job(chunk: chunk, count: count, offset: offset))
         condition.broadcast()
-        return next
+        while empty.isEmpty { condition.wait() }
+        return empty.removeLast()
     }
 
-    /// Lets the thread write what it was handed, then end; returns the chunk it held and its
-    /// failure, if any.
-    func stop() -> (UnsafeMutableRawBufferPointer?, POSIX.Failure?) {
+    /// Lets the threads hash and write what they were handed, then end; returns the chunks
+    /// they held and their failure, if any.
+    func stop() -> ([UnsafeMutableRawBufferPointer], POSIX.Failure?) {
         condition.lock()
         defer { condition.unlock() }
         stopping = true
         condition.broadcast()
-        while !ended { condition.wait() }
+        while running > 0 { condition.wait() }
         return (empty, failure)
     }
 
-    private func run() {
-        condition.lock()
-        while true {
-            while handed == nil, !stopping { condition.wait() }
-            guard let job = handed else { break }
-            handed = nil
-            let skip = failure != nil
-            condition.unlock()
-            var result: POSIX.Failure?
-            if !skip {
-                do throws(POSIX.Failure) {
-                    try output.write(UnsafeRawBufferPointer(rebasing: job.chunk[0..<job.count]), at: job.offset)
-                } catch {
-                    result = error
-                }
-            }
+    private func start(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        let thread = Thread { [self] in
+            body()
             condition.lock()
-            empty = job.chunk
-            if let result { failure = result }
+            running -= 1
             condition.broadcast()
+            condition.unlock()
         }
-        ended = true
+        thread.name = name
+        thread.start()
+    }
+
+    /// The next job of a queue, waiting for one; nil once the pipeline stops and the queue,
+    /// and every queue before it, is empty.
+    private func next(from queue: ReferenceWritableKeyPath<ChunkPipeline, [Job]>) -> Job? {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if !self[keyPath: queue].isEmpty { return self[keyPath: queue].removeFirst() }
+            let upstreamDone = queue == \.toHash || (toHash.isEmpty && running < 2)
+            if stopping, upstreamDone { return nil }
+            condition.wait()
+        }
+    }
+
+    private func finished(_ job: Job, _ update: (ChunkPipeline) -> Void) {
+        condition.lock()
+        update(self)
         condition.broadcast()
         condition.unlock()
     }

@@ -41,17 +41,20 @@ struct UploadWriterTests {
     /// with either, and in one piece.
     static let sizes = [0, 1, 4095, 4096, 4097, chunk - 1, chunk, chunk + 1, 2 * chunk, 3 * chunk + 4096 + 17, 5 * chunk + 1]
 
+    /// With all the chunks an upload takes, and with one spare only.
     @Test(arguments: sizes)
-    func theFileAndTheDigestAreTheBytesAppendedWithTwoChunks(size: Int) throws {
+    func theFileAndTheDigestAreTheBytesAppendedWhileThreadsHashAndWrite(size: Int) throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let budget = ChunkBudget(chunks: 2)
         let bytes = pattern(size, seed: UInt64(size))
-        for pieces in [[1000, 7, 65_536, 3], [size == 0 ? 1 : size]] {
-            let written = try writeThrough(bytes, pieces: pieces, budget: budget, in: folder)
-            #expect(written.file == bytes)
-            #expect(written.digest == SHA256.hex(of: bytes))
-            #expect(budget.unused == 2, "every chunk is given back")
+        for chunks in [1 + UploadWriter.spares, 2] {
+            let budget = ChunkBudget(chunks: chunks)
+            for pieces in [[1000, 7, 65_536, 3], [size == 0 ? 1 : size]] {
+                let written = try writeThrough(bytes, pieces: pieces, budget: budget, in: folder)
+                #expect(written.file == bytes, "\(chunks) chunks")
+                #expect(written.digest == SHA256.hex(of: bytes))
+                #expect(budget.unused == chunks, "every chunk is given back")
+            }
         }
     }
 
@@ -72,9 +75,9 @@ struct UploadWriterTests {
     @Test func uploadsAtOnceShareTheBudgetAndNoneIsRefused() throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        // Three uploads, three chunks: the first overlaps (two), the second gets one, the
-        // third none; all three are written right.
-        let budget = ChunkBudget(chunks: 3)
+        // Three uploads: the first overlaps (it takes its spares), the second gets one chunk,
+        // the third none; all three are written right.
+        let budget = ChunkBudget(chunks: 2 + UploadWriter.spares)
         let contents = (0..<3).map { pattern(2 * Self.chunk + 99, seed: UInt64($0)) }
         let paths = (0..<3).map { folder.appendingPathComponent("file-\($0)").path }
         let descriptors = paths.map { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
@@ -92,13 +95,13 @@ struct UploadWriterTests {
             #expect(try writer.finish() == SHA256.hex(of: contents[index]))
             #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: paths[index]))) == contents[index])
         }
-        #expect(budget.unused == 3)
+        #expect(budget.unused == 2 + UploadWriter.spares)
     }
 
     @Test func aCancelledUploadLetsGoOfItsFileAndItsChunks() throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let budget = ChunkBudget(chunks: 2)
+        let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
         let path = folder.appendingPathComponent("cancelled").path
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         defer { close(descriptor) }
@@ -107,7 +110,7 @@ struct UploadWriterTests {
         try bytes.withUnsafeBytes { try writer.append($0) }
         #expect(budget.unused == 0)
         writer.cancel()
-        #expect(budget.unused == 2)
+        #expect(budget.unused == 1 + UploadWriter.spares)
         // Nothing is written after cancel returns: the file stays as it is.
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
         Thread.sleep(forTimeInterval: 0.05)
@@ -118,7 +121,7 @@ struct UploadWriterTests {
     /// /dev/full takes no byte: ENOSPC, which the server answers with 507. The failure of a
     /// chunk written on the upload's thread comes back on the receiving thread, at the next
     /// chunk or at the end, never lost.
-    @Test(arguments: [0, 1, 2])
+    @Test(arguments: [0, 1, 2, 3])
     func aWriteThatFailsIsReportedWithItsErrno(chunks: Int) throws {
         let descriptor = open("/dev/full", O_WRONLY | O_CLOEXEC)
         try #require(descriptor >= 0)
