@@ -9,7 +9,7 @@ HTTP_FUZZ_SECONDS ?= 60
 HTTP_FUZZ_SMOKE_SECONDS ?= 20
 # Run a second time with the portable fallbacks of Support/Platform.swift (what macOS runs);
 # the filter is anchored (`.Suite/`) so that UploadTests does not also pick ResumableUploadTests.
-PORTABLE_SUITES := PlatformTests|StaticFileTests|StaticFileReviewTests|RangeRequestTests|DownloadDispositionTests|ListingTests|BadInputCorpusPathTests|BadInputCorpusChangingFileTests|UploadTests|UploadErrorTests|UploadReviewTests
+PORTABLE_SUITES := PlatformTests|UploadWriterTests|StaticFileTests|StaticFileReviewTests|RangeRequestTests|DownloadDispositionTests|ListingTests|BadInputCorpusPathTests|BadInputCorpusChangingFileTests|UploadTests|UploadErrorTests|UploadReviewTests
 
 .PHONY: setup build run test bench stress fuzz fuzz-smoke http-fuzz container-test dist dist-check clean
 
