@@ -85,6 +85,7 @@ enum ParserBenchmarks {
         print("""
 
             Multipart: FormDataParser, fed in chunks; MB = 10^6 bytes; median [min–max] of \(options.runs) run(s)
+              (\(options.runs * smallBodyRepeats) for bodies under \(formatBytes(smallBody)), which parse in milliseconds, for both parsers)
               parser:  a server's consumer: file data only counted (slice lengths summed), field values
                        collected into [UInt8] arrays kept with their names; limits: maxParts 100,000
               memmem:  glibc memmem for "\\r\\n--" + boundary over the whole body, counting matches (one call per match)
@@ -147,7 +148,7 @@ enum ParserBenchmarks {
         var failure: String?
         // Run 0 warms up. The measurements are interleaved run by run, so that a noisy
         // neighbour slows them alike rather than one of them.
-        for run in 0...options.runs {
+        for run in 0...runs(for: bytes.count, options) {
             for (index, chunk) in chunkSizes.enumerated() {
                 var sink = ServerSink()
                 let time = seconds {
@@ -212,6 +213,16 @@ enum ParserBenchmarks {
         }
     }
 
+    /// A body that parses in a few milliseconds is timed many times: one preemption would
+    /// otherwise decide a median of three.
+    static let smallBody = 16 << 20
+    static let smallBodyRepeats = 20
+
+    /// Timed runs (after the warm-up) of a body of `size` bytes, the same for both parsers.
+    static func runs(for size: Int, _ options: BenchOptions) -> Int {
+        size < smallBody ? options.runs * smallBodyRepeats : options.runs
+    }
+
     /// The C peer's executable, when `make bench` built it.
     static func mhdParserPath(_ options: BenchOptions) -> String? {
         let path = options.peersFolder + "/mhd_postprocessor_bench"
@@ -244,7 +255,7 @@ enum ParserBenchmarks {
         printError("  [\(body.key)] MHD_PostProcessor: measuring…")
         for (index, chunk) in chunkSizes.enumerated() {
             do {
-                let result = try runCommand(peer, [path, body.boundary.value, String(chunk), String(options.runs + 1)], timeout: 300)
+                let result = try runCommand(peer, [path, body.boundary.value, String(chunk), String(runs(for: bytes.count, options) + 1)], timeout: 300)
                 guard result.status == 0 else { return (seconds, "exit status \(result.status): \(result.errorOutput.prefix(300))") }
                 // "run SECONDS PARTS DATA_BYTES"
                 let runs = result.output.split(separator: "\n").map { $0.split(separator: " ") }
