@@ -121,29 +121,52 @@ final class UploadWriter {
     }
 }
 
-/// How many chunks uploads may hold at once, process-wide; a chunk's memory exists only
-/// while an upload holds it.
+/// How many chunks uploads may hold at once, process-wide. A chunk given back is kept for
+/// the next upload, up to `kept` of them (one upload's worth), so that a body of many files
+/// does not map, fault in and unmap fresh memory for each; the rest is freed.
 final class ChunkBudget: Sendable {
-    private let available: Atomic<Int>
+    /// Unchecked Sendable: the free chunks are plain memory, handed from one thread to the
+    /// next through the lock.
+    private struct Pool: @unchecked Sendable {
+        var available: Int
+        var free: [UnsafeMutableRawBufferPointer] = []
+    }
 
-    init(chunks: Int) { available = Atomic(chunks) }
+    private let pool: Mutex<Pool>
+    private let kept: Int
+
+    init(chunks: Int, kept: Int = 1 + UploadWriter.spares) {
+        pool = Mutex(Pool(available: chunks))
+        self.kept = kept
+    }
+
+    deinit {
+        pool.withLock { $0.free.forEach { $0.deallocate() } }
+    }
 
     /// Chunks not held by any upload.
-    var unused: Int { available.load(ordering: .relaxed) }
+    var unused: Int { pool.withLock { $0.available } }
 
     /// A chunk of `UploadWriter.chunkSize` bytes aligned for direct I/O, or nil if the budget is spent.
     func take() -> UnsafeMutableRawBufferPointer? {
-        guard available.subtract(1, ordering: .relaxed).newValue >= 0 else {
-            available.add(1, ordering: .relaxed)
-            return nil
+        let (granted, chunk) = pool.withLock { (pool: inout Pool) -> (Bool, UnsafeMutableRawBufferPointer?) in
+            guard pool.available > 0 else { return (false, nil) }
+            pool.available -= 1
+            return (true, pool.free.popLast())
         }
-        return .allocate(byteCount: UploadWriter.chunkSize, alignment: ChunkOutput.blockSize)
+        guard granted else { return nil }
+        return chunk ?? .allocate(byteCount: UploadWriter.chunkSize, alignment: ChunkOutput.blockSize)
     }
 
     func give(_ chunk: UnsafeMutableRawBufferPointer?) {
         guard let chunk else { return }
-        chunk.deallocate()
-        available.add(1, ordering: .relaxed)
+        let keep = pool.withLock { (pool: inout Pool) -> Bool in
+            pool.available += 1
+            guard pool.free.count < kept else { return false }
+            pool.free.append(chunk)
+            return true
+        }
+        if !keep { chunk.deallocate() }
     }
 }
 

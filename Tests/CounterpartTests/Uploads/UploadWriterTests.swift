@@ -98,6 +98,22 @@ struct UploadWriterTests {
         #expect(budget.unused == 2 + UploadWriter.spares)
     }
 
+    @Test func theBudgetKeepsOneUploadsWorthOfChunksForTheNext() throws {
+        let budget = ChunkBudget(chunks: 5, kept: 2)
+        let taken = (0..<5).compactMap { _ in budget.take() }
+        #expect(taken.count == 5)
+        #expect(budget.take() == nil, "the budget is spent")
+        taken.forEach { budget.give($0) }
+        #expect(budget.unused == 5)
+        // The first two given back were kept and come back first; the others were freed.
+        let again = (0..<3).compactMap { _ in budget.take() }
+        let kept = Set(taken.prefix(2).map { UInt(bitPattern: $0.baseAddress) })
+        #expect(Set(again.prefix(2).map { UInt(bitPattern: $0.baseAddress) }) == kept)
+        #expect(again.allSatisfy { $0.count == UploadWriter.chunkSize && Int(bitPattern: $0.baseAddress) % ChunkOutput.blockSize == 0 })
+        #expect(budget.unused == 2)
+        again.forEach { budget.give($0) }
+    }
+
     @Test func aCancelledUploadLetsGoOfItsFileAndItsChunks() throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
