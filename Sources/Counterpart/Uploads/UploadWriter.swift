@@ -33,7 +33,7 @@ final class UploadWriter {
     private var pipeline: ChunkPipeline?
     private var askedForChunk = false
     private var askedForPipeline = false
-    private var ended = false
+    private var released = false
 
     init(descriptor: Int32, budget: ChunkBudget = UploadWriter.budget) {
         output = ChunkOutput(descriptor: descriptor)
@@ -114,8 +114,8 @@ final class UploadWriter {
     }
 
     private func releaseChunks() {
-        guard !ended else { return }
-        ended = true
+        guard !released else { return }
+        released = true
         if let chunk { budget.give(chunk) }
         chunk = nil
     }
