@@ -38,6 +38,13 @@ static inline int cp_set_direct_io(int file, int on) {
     return fcntl(file, F_SETFL, on ? (flags | O_DIRECT) : (flags & ~O_DIRECT));
 }
 
+/// 1 if O_DIRECT is on for an open file, 0 if not, -1 with errno set.
+static inline int cp_direct_io_is_on(int file) {
+    int flags = fcntl(file, F_GETFL);
+    if (flags < 0) return -1;
+    return (flags & O_DIRECT) != 0;
+}
+
 /// Whether the peer of a connected socket has shut its side down (FIN) or the socket has
 /// failed, without waiting: POLLRDHUP (a GNU extension) sees a FIN even behind bytes not
 /// read yet, where a peek for end of stream would see only the bytes.

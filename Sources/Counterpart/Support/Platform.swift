@@ -158,14 +158,22 @@ enum Platform {
         #endif
     }
 
-    /// Whether writes to `file` now bypass the page cache (`on`) or go through it: Linux
+    /// Makes writes to `file` bypass the page cache (`on`) or go through it again: Linux
     /// O_DIRECT, for an upload's whole blocks, which are written once and not read back, so
-    /// copying them into the cache would only cost CPU and memory. False where the file
-    /// system refuses it. Fallback: never on (every write goes through the cache).
-    @discardableResult
-    static func bypassPageCache(_ file: Int32, _ on: Bool, portable: Bool = usesPortableFallbacks) -> Bool {
+    /// copying them into the cache would only cost CPU and memory. Whether the file is now
+    /// as asked (false, with errno set, where the file system refuses direct I/O).
+    /// Fallback: never on; asking for on is false, for off true.
+    static func setPageCacheBypass(_ file: Int32, _ on: Bool, portable: Bool = usesPortableFallbacks) -> Bool {
         #if os(Linux)
-        if !portable { return cp_set_direct_io(file, on ? 1 : 0) == 0 && on }
+        if !portable { return cp_set_direct_io(file, on ? 1 : 0) == 0 }
+        #endif
+        return !on
+    }
+
+    /// Whether writes to `file` bypass the page cache now (for tests). Fallback: never.
+    static func bypassesPageCache(_ file: Int32, portable: Bool = usesPortableFallbacks) -> Bool {
+        #if os(Linux)
+        if !portable { return cp_direct_io_is_on(file) == 1 }
         #endif
         return false
     }

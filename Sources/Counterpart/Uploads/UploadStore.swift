@@ -111,22 +111,22 @@ final class UploadSink {
     private let freeSpace: FreeSpace
     private let sync: SyncMode
     private var checkedSpaceAt: UInt64 = 0
-    private var flushedTo: UInt64 = 0
 
     init(path: String, descriptor: Int32, freeSpace: FreeSpace, sync: SyncMode) {
         self.sync = sync
         self.path = path
         self.descriptor = descriptor
         self.freeSpace = freeSpace
-        writer = UploadWriter(descriptor: descriptor)
+        writer = UploadWriter(descriptor: descriptor, sync: sync)
     }
 
-    /// Bytes written so far.
+    /// Bytes received so far (the last of them may still be in memory, on their way).
     var size: UInt64 { writer.size }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         if size - checkedSpaceAt >= FreeSpace.checkInterval {
-            try freeSpace.ensureRoom(for: UInt64(bytes.count))
+            // The disk does not see yet what waits in the writer's chunks.
+            try freeSpace.ensureRoom(for: UInt64(bytes.count) + UploadWriter.bytesInMemory)
             checkedSpaceAt = size
         }
         do {
@@ -134,16 +134,7 @@ final class UploadSink {
         } catch {
             throw StoreError(operation: "write the upload", code: error.code)
         }
-        if size - flushedTo >= Self.writeBackInterval {
-            // Start writing the bytes the page cache holds out now (without waiting), so
-            // that the fsync at the end has little left to do instead of the whole file.
-            sync.startWriteBack(descriptor, offset: flushedTo, count: size - flushedTo)
-            flushedTo = size
-        }
     }
-
-    /// Bytes written between two starts of write-back.
-    static let writeBackInterval: UInt64 = 8 << 20
 
     /// Writes the last bytes and returns the SHA-256 of everything written; call once, at the end.
     func digest() throws -> String {

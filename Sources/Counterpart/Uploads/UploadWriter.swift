@@ -4,19 +4,24 @@ import Synchronization
 /// Writes an upload's file and its SHA-256, hashing the bytes in memory on their way to the
 /// disk: the file is never read back.
 ///
-/// Bytes gather in a chunk of `chunkSize`. When a file outgrows its first chunk, it gets two
-/// more and two threads of its own: one hashes each full chunk, the other writes it, while
-/// the receiving thread fills the next, so that receiving, hashing and writing overlap.
-/// Whole chunks are written past the page cache (O_DIRECT, Linux): an upload is written once
-/// and not read back, and copying it into the cache was the largest cost of taking one, the
-/// more so the colder the machine's memory. A file's last bytes, and a small file's all, go
-/// through the cache.
+/// A file's first `unchunkedBytes` are hashed and written as they come (most form uploads
+/// are that small). Past them, bytes gather in chunks of `chunkSize`, and the file gets two
+/// threads of its own: one hashes each full chunk, the other writes it, while the receiving
+/// thread fills the next, so that receiving, hashing and writing overlap. Whole chunks are
+/// written past the page cache (O_DIRECT, Linux): an upload is written once and not read
+/// back, and copying it into the cache was the largest cost of taking one, the more so the
+/// colder the machine's memory. The receiving thread then waits for the disk when it is the
+/// slower (with the cache it would too, once the kernel's limit of dirty pages is reached).
+/// A file's last bytes go through the cache.
 ///
 /// Memory is bounded by a process-wide budget of chunks. An upload that finds none writes
 /// each piece as it comes; one that finds a single chunk hashes and writes each full chunk
 /// on the receiving thread.
 final class UploadWriter {
     static let chunkSize = 512 * 1024
+    /// Bytes of each file written as they come, before any chunk: a multiple of the
+    /// direct-I/O block, so that the chunks after them start aligned.
+    static let unchunkedBytes: UInt64 = 64 * 1024
     /// 24 MiB: 16 uploads overlapping at once.
     static let budget = ChunkBudget(chunks: 48)
     /// Chunks an upload takes beside the one filling, once it outgrows it.
@@ -33,27 +38,33 @@ final class UploadWriter {
     private var pipeline: ChunkPipeline?
     private var askedForChunk = false
     private var askedForPipeline = false
-    private var released = false
 
-    init(descriptor: Int32, budget: ChunkBudget = UploadWriter.budget) {
-        output = ChunkOutput(descriptor: descriptor)
+    init(descriptor: Int32, sync: SyncMode, budget: ChunkBudget = UploadWriter.budget) {
+        output = ChunkOutput(descriptor: descriptor, sync: sync)
         self.budget = budget
     }
+
+    /// Bytes that may be received and not yet on disk: what the free-space check must add.
+    static var bytesInMemory: UInt64 { UInt64((1 + spares) * chunkSize) }
 
     deinit { cancel() }
 
     func append(_ bytes: UnsafeRawBufferPointer) throws(POSIX.Failure) {
+        var from = 0
+        if size < Self.unchunkedBytes {
+            from = min(bytes.count, Int(Self.unchunkedBytes - size))
+            try writeNow(UnsafeRawBufferPointer(rebasing: bytes[0..<from]))
+        }
+        guard from < bytes.count else { return }
         if !askedForChunk {
             askedForChunk = true
             chunk = budget.take()
+            chunkOffset = size
         }
         guard chunk != nil else {
-            output.hash(bytes)
-            try output.store(bytes, at: size)
-            size += UInt64(bytes.count)
+            try writeNow(UnsafeRawBufferPointer(rebasing: bytes[from...]))
             return
         }
-        var from = 0
         while from < bytes.count {
             let count = min(bytes.count - from, Self.chunkSize - filled)
             chunk!.baseAddress!.advanced(by: filled).copyMemory(from: bytes.baseAddress!.advanced(by: from), byteCount: count)
@@ -64,9 +75,16 @@ final class UploadWriter {
         }
     }
 
+    /// Hashes and writes `bytes` on this thread, at the end of the file.
+    private func writeNow(_ bytes: UnsafeRawBufferPointer) throws(POSIX.Failure) {
+        output.hash(bytes)
+        try output.store(bytes, at: size)
+        size += UInt64(bytes.count)
+    }
+
     /// Writes what is left and returns the digest of the whole file. Call once.
     func finish() throws(POSIX.Failure) -> String {
-        let failure = stopPipeline()
+        let failure = stopPipeline(cancelling: false)
         defer { releaseChunks() }
         if let failure { throw failure }
         if let chunk, filled > 0 {
@@ -74,12 +92,12 @@ final class UploadWriter {
             output.hash(rest)
             try output.store(rest, at: chunkOffset)
         }
-        return output.hasher.finish()
+        return output.digest()
     }
 
     /// Stops writing (the file is being discarded): when this returns, no thread uses the file.
     func cancel() {
-        _ = stopPipeline()
+        _ = stopPipeline(cancelling: true)
         releaseChunks()
     }
 
@@ -103,20 +121,18 @@ final class UploadWriter {
         filled = 0
     }
 
-    /// Waits until the upload's threads have written what they were given and ended; their
-    /// failure, if any.
-    private func stopPipeline() -> POSIX.Failure? {
+    /// Waits until the upload's threads have written what they were given (or, cancelling,
+    /// dropped it) and ended; their failure, if any.
+    private func stopPipeline(cancelling: Bool) -> POSIX.Failure? {
         guard let pipeline else { return nil }
         self.pipeline = nil
-        let (spares, failure) = pipeline.stop()
+        let (spares, failure) = pipeline.stop(cancelling: cancelling)
         spares.forEach { budget.give($0) }
         return failure
     }
 
     private func releaseChunks() {
-        guard !released else { return }
-        released = true
-        if let chunk { budget.give(chunk) }
+        budget.give(chunk)
         chunk = nil
     }
 }
@@ -177,24 +193,39 @@ final class ChunkOutput: @unchecked Sendable {
     /// Direct I/O writes whole blocks from aligned memory at aligned offsets; 4 KiB suits
     /// every device.
     static let blockSize = 4096
+    /// Bytes written through the page cache between two starts of write-back.
+    static let writeBackInterval: UInt64 = 8 << 20
 
     let descriptor: Int32
-    let hasher = SHA256()
+    private let hasher = SHA256()
+    private let sync: SyncMode
     /// Whether writes now bypass the page cache.
     private var bypassing = false
     private var triedBypassing = false
+    /// Bytes written through the page cache since write-back was last started, and where
+    /// that write-back ended.
+    private var cachedSinceWriteBack: UInt64 = 0
+    private var writtenBackTo: UInt64 = 0
 
-    init(descriptor: Int32) { self.descriptor = descriptor }
+    init(descriptor: Int32, sync: SyncMode) {
+        self.descriptor = descriptor
+        self.sync = sync
+    }
 
     /// From now on whole blocks bypass the page cache, if the file system allows it.
     func startBypassingPageCache() {
         guard !triedBypassing else { return }
         triedBypassing = true
-        bypassing = Platform.bypassPageCache(descriptor, true)
+        bypassing = Platform.setPageCacheBypass(descriptor, true)
     }
 
     func hash(_ bytes: UnsafeRawBufferPointer) {
         hasher.update(bytes)
+    }
+
+    /// The SHA-256 of everything hashed, as hex. Call once.
+    func digest() -> String {
+        hasher.finish()
     }
 
     /// Writes `bytes` at `offset`: whole blocks past the page cache while allowed, a tail
@@ -208,26 +239,33 @@ final class ChunkOutput: @unchecked Sendable {
                 count &= ~(Self.blockSize - 1)
                 let aligned = Int(bitPattern: start) % Self.blockSize == 0 && (offset + UInt64(written)) % UInt64(Self.blockSize) == 0
                 if count == 0 || !aligned {
-                    stopBypassing()
+                    try stopBypassing()
                     continue
                 }
             }
             let result = POSIX.retryingInterrupts { pwrite(descriptor, start, count, off_t(offset + UInt64(written))) }
-            if result < 0 {
+            if result < 0, bypassing, errno == EINVAL {
                 // A file system may take the flag and still refuse a direct write.
-                if bypassing, errno == EINVAL {
-                    stopBypassing()
-                    continue
-                }
-                throw .last
+                try stopBypassing()
+                continue
             }
+            guard result > 0 else { throw result == 0 ? POSIX.Failure(code: EIO) : .last }
             written += result
+            if !bypassing { cachedSinceWriteBack += UInt64(result) }
+        }
+        if cachedSinceWriteBack >= Self.writeBackInterval {
+            // Start writing the cached bytes out now (without waiting), so that the fsync at
+            // the end has little left to do instead of all of them.
+            let end = offset + UInt64(bytes.count)
+            sync.startWriteBack(descriptor, offset: writtenBackTo, count: end - writtenBackTo)
+            writtenBackTo = end
+            cachedSinceWriteBack = 0
         }
     }
 
-    private func stopBypassing() {
+    private func stopBypassing() throws(POSIX.Failure) {
         bypassing = false
-        Platform.bypassPageCache(descriptor, false)
+        guard Platform.setPageCacheBypass(descriptor, false) || Platform.usesPortableFallbacks else { throw .last }
     }
 }
 
@@ -254,6 +292,8 @@ private final class ChunkPipeline: Sendable {
         var toWrite: [Job] = []
         var empty: [UnsafeMutableRawBufferPointer] = []
         var failure: POSIX.Failure?
+        /// The file is being discarded: chunks still queued are dropped, not hashed or written.
+        var cancelled = false
 
         func withLock<Result>(_ body: (Queues) -> Result) -> Result {
             lock.lock()
@@ -274,8 +314,8 @@ private final class ChunkPipeline: Sendable {
         Self.start("counterpart-sha256") { [self] in
             while true {
                 toHash.wait()
-                let job = queues.withLock { $0.toHash.removeFirst() }
-                if case .chunk(let chunk, let count, _) = job {
+                let (job, cancelled) = queues.withLock { ($0.toHash.removeFirst(), $0.cancelled) }
+                if case .chunk(let chunk, let count, _) = job, !cancelled {
                     output.hash(UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
                 }
                 queues.withLock { $0.toWrite.append(job) }
@@ -291,7 +331,7 @@ private final class ChunkPipeline: Sendable {
                     return
                 }
                 var result: POSIX.Failure?
-                if queues.withLock({ $0.failure }) == nil {
+                if queues.withLock({ $0.failure == nil && !$0.cancelled }) {
                     do throws(POSIX.Failure) {
                         try output.store(UnsafeRawBufferPointer(rebasing: chunk[0..<count]), at: offset)
                     } catch {
@@ -317,10 +357,13 @@ private final class ChunkPipeline: Sendable {
         return queues.withLock { $0.empty.removeLast() }
     }
 
-    /// Lets the threads hash and write what they were handed, then end; returns the chunks
-    /// they held and their failure, if any.
-    func stop() -> ([UnsafeMutableRawBufferPointer], POSIX.Failure?) {
-        queues.withLock { $0.toHash.append(.stop) }
+    /// Lets the threads hash and write what they were handed (or, cancelling, drop what
+    /// they have not started), then end; returns the chunks they held and their failure, if any.
+    func stop(cancelling: Bool) -> ([UnsafeMutableRawBufferPointer], POSIX.Failure?) {
+        queues.withLock {
+            $0.toHash.append(.stop)
+            if cancelling { $0.cancelled = true }
+        }
         toHash.signal()
         ended.wait()
         return queues.withLock { ($0.empty, $0.failure) }

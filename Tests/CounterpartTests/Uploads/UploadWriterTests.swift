@@ -18,7 +18,7 @@ private func writeThrough(_ bytes: [UInt8], pieces: [Int], budget: ChunkBudget, 
     let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
     try #require(descriptor >= 0)
     defer { close(descriptor) }
-    let writer = UploadWriter(descriptor: descriptor, budget: budget)
+    let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
     var from = 0, index = 0
     try bytes.withUnsafeBytes { all in
         while from < all.count {
@@ -36,10 +36,12 @@ private func writeThrough(_ bytes: [UInt8], pieces: [Int], budget: ChunkBudget, 
 @Suite("Upload writer: chunks hashed and written beside receiving")
 struct UploadWriterTests {
     static let chunk = UploadWriter.chunkSize
+    static let head = Int(UploadWriter.unchunkedBytes)
 
-    /// Sizes around the chunk and the direct-I/O block, written in pieces that never line up
-    /// with either, and in one piece.
-    static let sizes = [0, 1, 4095, 4096, 4097, chunk - 1, chunk, chunk + 1, 2 * chunk, 3 * chunk + 4096 + 17, 5 * chunk + 1]
+    /// Sizes around the bytes written before any chunk, the chunk and the direct-I/O block,
+    /// written in pieces that never line up with either, and in one piece.
+    static let sizes = [0, 1, 4097, head - 1, head, head + 1, head + chunk - 1, head + chunk, head + chunk + 1,
+                        head + 2 * chunk, head + 3 * chunk + 4096 + 17, 5 * chunk + 1]
 
     /// With all the chunks an upload takes, and with one spare only.
     @Test(arguments: sizes)
@@ -58,7 +60,7 @@ struct UploadWriterTests {
         }
     }
 
-    @Test(arguments: [0, 1, 4097, chunk + 1, 3 * chunk + 5])
+    @Test(arguments: [0, 1, 4097, head + 1, head + chunk + 1, 3 * chunk + 5])
     func withOneChunkOrNoneTheUploadIsWrittenAllTheSame(size: Int) throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -75,27 +77,55 @@ struct UploadWriterTests {
     @Test func uploadsAtOnceShareTheBudgetAndNoneIsRefused() throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        // Three uploads: the first overlaps (it takes its spares), the second gets one chunk,
-        // the third none; all three are written right.
+        // Three uploads, 2 + spares chunks: the first overlaps (a chunk and its spares), the
+        // second gets one chunk, the third none; all three are written right.
         let budget = ChunkBudget(chunks: 2 + UploadWriter.spares)
-        let contents = (0..<3).map { pattern(2 * Self.chunk + 99, seed: UInt64($0)) }
+        let contents = (0..<3).map { pattern(Self.head + 2 * Self.chunk + 99, seed: UInt64($0)) }
         let paths = (0..<3).map { folder.appendingPathComponent("file-\($0)").path }
         let descriptors = paths.map { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
         defer { descriptors.forEach { close($0) } }
-        let writers = descriptors.map { UploadWriter(descriptor: $0, budget: budget) }
-        for offset in stride(from: 0, to: contents[0].count, by: 50_000) {
-            for (writer, bytes) in zip(writers, contents) {
-                try bytes.withUnsafeBytes { all in
-                    try writer.append(UnsafeRawBufferPointer(rebasing: all[offset..<min(offset + 50_000, all.count)]))
-                }
-            }
+        let writers = descriptors.map { UploadWriter(descriptor: $0, sync: .none, budget: budget) }
+        var sent = [0, 0, 0]
+        func send(_ index: Int, upTo end: Int) throws {
+            try contents[index][sent[index]..<end].withUnsafeBytes { try writers[index].append($0) }
+            sent[index] = end
         }
+        try send(0, upTo: Self.head + Self.chunk + 1)
+        #expect(budget.unused == 1)
+        try send(1, upTo: Self.head + Self.chunk + 1)
         #expect(budget.unused == 0)
+        try send(2, upTo: Self.head + Self.chunk + 1)
+        for offset in stride(from: Self.head + Self.chunk + 1, to: contents[0].count, by: 50_000) {
+            for index in 0..<3 { try send(index, upTo: min(offset + 50_000, contents[index].count)) }
+        }
         for (index, writer) in writers.enumerated() {
             #expect(try writer.finish() == SHA256.hex(of: contents[index]))
             #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: paths[index]))) == contents[index])
         }
         #expect(budget.unused == 2 + UploadWriter.spares)
+    }
+
+    /// Where the file system can, whole chunks really bypass the page cache, and the tail
+    /// turns it off again.
+    @Test func wholeChunksGoPastThePageCacheAndTheTailThroughIt() throws {
+        let folder = try makeTemporaryFolder("upload-writer")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("direct").path
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        let supported = Platform.setPageCacheBypass(descriptor, true) && Platform.setPageCacheBypass(descriptor, false)
+        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: ChunkBudget(chunks: 3))
+        let bytes = pattern(Self.head + 2 * Self.chunk + 100)
+        try bytes[0..<(Self.head + Self.chunk + 1)].withUnsafeBytes { try writer.append($0) }
+        #expect(Platform.bypassesPageCache(descriptor) == (supported && !Platform.usesPortableFallbacks))
+        try bytes[(Self.head + Self.chunk + 1)...].withUnsafeBytes { try writer.append($0) }
+        #expect(try writer.finish() == SHA256.hex(of: bytes))
+        #expect(!Platform.bypassesPageCache(descriptor))
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) == bytes)
+        if !Platform.usesPortableFallbacks {
+            #expect(supported, "the test folder's file system takes O_DIRECT (Linux 6.6 and later do, tmpfs too)")
+        }
     }
 
     @Test func theBudgetKeepsOneUploadsWorthOfChunksForTheNext() throws {
@@ -121,41 +151,69 @@ struct UploadWriterTests {
         let path = folder.appendingPathComponent("cancelled").path
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         defer { close(descriptor) }
-        let writer = UploadWriter(descriptor: descriptor, budget: budget)
-        let bytes = pattern(3 * Self.chunk + 10)
+        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+        let bytes = pattern(Self.head + 3 * Self.chunk + 10)
         try bytes.withUnsafeBytes { try writer.append($0) }
         #expect(budget.unused == 0)
         writer.cancel()
         #expect(budget.unused == 1 + UploadWriter.spares)
-        // Nothing is written after cancel returns: the file stays as it is.
-        let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
+        // What was written is the head and whole chunks, never the partial last one, and
+        // nothing is written after cancel returns.
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(size >= Self.head && size <= Self.head + 3 * Self.chunk && (size - Self.head) % Self.chunk == 0, "\(size)")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) == Array(bytes[0..<size]))
         Thread.sleep(forTimeInterval: 0.05)
         #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == size)
-        #expect(size.map { $0 <= 3 * Self.chunk } == true, "the last, partial chunk is never written")
     }
 
-    /// /dev/full takes no byte: ENOSPC, which the server answers with 507. The failure of a
-    /// chunk written on the upload's thread comes back on the receiving thread, at the next
-    /// chunk or at the end, never lost.
-    @Test(arguments: [0, 1, 2, 3])
+    /// /dev/full takes no byte: ENOSPC, which the server answers with 507.
+    @Test(arguments: [0, 1, 3])
     func aWriteThatFailsIsReportedWithItsErrno(chunks: Int) throws {
         let descriptor = open("/dev/full", O_WRONLY | O_CLOEXEC)
         try #require(descriptor >= 0)
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: chunks)
-        let writer = UploadWriter(descriptor: descriptor, budget: budget)
-        let bytes = pattern(4 * Self.chunk)
-        var failure: POSIX.Failure?
+        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+        #expect(Self.failure(appending: pattern(4 * Self.chunk), to: writer)?.isOutOfSpace == true)
+        writer.cancel()
+        #expect(budget.unused == chunks)
+    }
+
+    /// The disk fills once chunks are on their way: a failure on the upload's own writing
+    /// thread comes back on the receiving thread, at the next hand-over or at the end (a
+    /// single chunk past the head can only fail there), never lost, and no chunk is kept.
+    /// Whole chunks only: no tail, which the receiving thread would write (and fail) itself.
+    @Test(arguments: [head + chunk, head + 4 * chunk])
+    func aWriteThatFailsOnTheUploadsThreadIsReportedWithItsErrno(size: Int) throws {
+        let folder = try makeTemporaryFolder("upload-writer")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let descriptor = open(folder.appendingPathComponent("filling").path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
+        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+        let bytes = pattern(size)
+        try bytes[0..<Self.head].withUnsafeBytes { try writer.append($0) }
+        // From here on every write of this descriptor goes to /dev/full.
+        let full = open("/dev/full", O_WRONLY | O_CLOEXEC)
+        try #require(full >= 0)
+        #expect(dup2(full, descriptor) == descriptor)
+        close(full)
+        #expect(Self.failure(appending: Array(bytes[Self.head...]), to: writer)?.isOutOfSpace == true)
+        writer.cancel()
+        #expect(budget.unused == 1 + UploadWriter.spares)
+    }
+
+    /// Appends `bytes` in 100,000-byte pieces and finishes: the failure, if any.
+    private static func failure(appending bytes: [UInt8], to writer: UploadWriter) -> POSIX.Failure? {
         do {
             for offset in stride(from: 0, to: bytes.count, by: 100_000) {
                 try bytes[offset..<min(offset + 100_000, bytes.count)].withUnsafeBytes { try writer.append($0) }
             }
             _ = try writer.finish()
+            return nil
         } catch {
-            failure = error as? POSIX.Failure
+            return error as? POSIX.Failure
         }
-        #expect(failure?.isOutOfSpace == true, "\(String(describing: failure))")
-        writer.cancel()
-        #expect(budget.unused == chunks)
     }
 }
