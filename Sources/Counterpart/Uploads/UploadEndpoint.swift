@@ -142,6 +142,10 @@ final class UploadReceiver: RequestBodyReceiver {
     private var receivedAtFailure: UInt64 = 0
     private var currentPart: FormPart?
     private var sink: UploadSink?
+    /// The file part before, whose last chunks are being hashed and written while the body
+    /// goes on: stored under its name at the next part's end or the body's, so that the
+    /// parts keep the body's order.
+    private var finishing: (sink: UploadSink, part: FormPart)?
     private var fieldValue: [UInt8] = []
     private var fields: [(name: String, value: [UInt8])] = []
     private var files: [StoredFile] = []
@@ -176,6 +180,7 @@ final class UploadReceiver: RequestBodyReceiver {
         if failure == nil {
             do {
                 try parser.finish()
+                try storeFinishingFile()
                 // The answer promises the files: their names must survive a crash too.
                 if !files.isEmpty { try store.syncFolder() }
             } catch {
@@ -200,14 +205,12 @@ final class UploadReceiver: RequestBodyReceiver {
         case .partEnd:
             guard let part = currentPart else { return }
             currentPart = nil
+            try storeFinishingFile()
             if let sink {
-                // Should hashing or storing fail, `self.sink` is still set and is discarded.
-                let digest = try sink.digest()
-                let name = try store.commit(sink, as: SafeFilename.make(from: part.filename ?? ""))
+                // Should writing fail, `self.sink` is still set and is discarded.
+                try sink.startFinishing()
+                finishing = (sink, part)
                 self.sink = nil
-                files.append(StoredFile(part: part, storedName: name, size: sink.size, sha256: digest))
-                receivedParts.append(ReceivedPart(name: part.name, filename: part.filename, contentType: part.contentType,
-                                                  size: sink.size, sha256: digest))
             } else {
                 fields.append((part.name, fieldValue))
                 receivedParts.append(ReceivedPart(name: part.name, filename: nil, contentType: part.contentType,
@@ -216,6 +219,18 @@ final class UploadReceiver: RequestBodyReceiver {
         case .end:
             break
         }
+    }
+
+    /// Waits for the file part before to be written, and stores it under its name.
+    private func storeFinishingFile() throws {
+        guard let (sink, part) = finishing else { return }
+        // Should hashing or storing fail, `finishing` is still set and is discarded.
+        let digest = try sink.digest()
+        let name = try store.commit(sink, as: SafeFilename.make(from: part.filename ?? ""))
+        finishing = nil
+        files.append(StoredFile(part: part, storedName: name, size: sink.size, sha256: digest))
+        receivedParts.append(ReceivedPart(name: part.name, filename: part.filename, contentType: part.contentType,
+                                          size: sink.size, sha256: digest))
     }
 
     /// Records the first failure and removes everything this request stored.
@@ -227,6 +242,15 @@ final class UploadReceiver: RequestBodyReceiver {
     }
 
     private func discardEverything() {
+        if let (sink, part) = finishing {
+            finishing = nil
+            // A complete part is recorded even when the upload then fails.
+            if let digest = try? sink.digest() {
+                receivedParts.append(ReceivedPart(name: part.name, filename: part.filename, contentType: part.contentType,
+                                                  size: sink.size, sha256: digest))
+            }
+            sink.discard()
+        }
         sink?.discard()
         sink = nil
         for file in files { store.remove(file.storedName) }

@@ -136,6 +136,15 @@ final class UploadSink {
         }
     }
 
+    /// No byte comes after the ones written: the last are written while the caller goes on.
+    func startFinishing() throws {
+        do {
+            try writer.startFinishing()
+        } catch {
+            throw StoreError(operation: "write the upload", code: error.code)
+        }
+    }
+
     /// Writes the last bytes and returns the SHA-256 of everything written; call once, at the end.
     func digest() throws -> String {
         do {

@@ -38,6 +38,8 @@ final class UploadWriter {
     private var pipeline: ChunkPipeline?
     private var askedForChunk = false
     private var askedForPipeline = false
+    private var finishing = false
+    private var outcome: Result<String, POSIX.Failure>?
 
     init(descriptor: Int32, sync: SyncMode, budget: ChunkBudget = UploadWriter.budget) {
         output = ChunkOutput(descriptor: descriptor, sync: sync)
@@ -49,7 +51,12 @@ final class UploadWriter {
 
     deinit { cancel() }
 
+    /// Appends `bytes`. After a failure every call fails the same way, `finish()` too.
     func append(_ bytes: UnsafeRawBufferPointer) throws(POSIX.Failure) {
+        try recordingFailure { () throws(POSIX.Failure) in try add(bytes) }
+    }
+
+    private func add(_ bytes: UnsafeRawBufferPointer) throws(POSIX.Failure) {
         var from = 0
         if size < Self.unchunkedBytes {
             from = min(bytes.count, Int(Self.unchunkedBytes - size))
@@ -82,17 +89,56 @@ final class UploadWriter {
         size += UInt64(bytes.count)
     }
 
-    /// Writes what is left and returns the digest of the whole file. Call once.
-    func finish() throws(POSIX.Failure) -> String {
-        let failure = stopPipeline(cancelling: false)
-        defer { releaseChunks() }
-        if let failure { throw failure }
-        if let chunk, filled > 0 {
+    /// No byte comes after the ones appended: hands the last chunk to the upload's threads
+    /// and returns at once, so that the receiving thread reads on while they hash and write
+    /// it; without threads, writes it here. `finish()` then waits for the digest.
+    func startFinishing() throws(POSIX.Failure) {
+        try recordingFailure { () throws(POSIX.Failure) in try handOverTheRest() }
+    }
+
+    private func handOverTheRest() throws(POSIX.Failure) {
+        guard !finishing else { return }
+        finishing = true
+        if let pipeline {
+            if let chunk, filled > 0 {
+                try pipeline.handOverLast(chunk, count: filled, offset: chunkOffset)
+                self.chunk = nil
+            }
+            pipeline.requestStop(cancelling: false)
+        } else if let chunk, filled > 0 {
             let rest = UnsafeRawBufferPointer(rebasing: chunk[0..<filled])
             output.hash(rest)
             try output.store(rest, at: chunkOffset)
         }
-        return output.digest()
+        filled = 0
+    }
+
+    /// Writes what is left, waits until it is written, and returns the digest of the whole
+    /// file, or the failure; asked again, the same.
+    func finish() throws(POSIX.Failure) -> String {
+        if outcome == nil {
+            outcome = Result { () throws(POSIX.Failure) -> String in
+                defer { releaseChunks() }
+                try startFinishing()
+                if let failure = stopPipeline(cancelling: false) { throw failure }
+                return output.digest()
+            }
+        }
+        return try outcome!.get()
+    }
+
+    /// Runs `step`; a failure, its own or an earlier one, ends the file: its threads stop
+    /// and the failure is the file's outcome.
+    private func recordingFailure(_ step: () throws(POSIX.Failure) -> Void) throws(POSIX.Failure) {
+        if case .failure(let failure)? = outcome { throw failure }
+        do throws(POSIX.Failure) {
+            try step()
+        } catch {
+            outcome = .failure(error)
+            _ = stopPipeline(cancelling: true)
+            releaseChunks()
+            throw error
+        }
     }
 
     /// Stops writing (the file is being discarded): when this returns, no thread uses the file.
@@ -294,6 +340,7 @@ private final class ChunkPipeline: Sendable {
         var failure: POSIX.Failure?
         /// The file is being discarded: chunks still queued are dropped, not hashed or written.
         var cancelled = false
+        var stopRequested = false
 
         func withLock<Result>(_ body: (Queues) -> Result) -> Result {
             lock.lock()
@@ -357,14 +404,30 @@ private final class ChunkPipeline: Sendable {
         return queues.withLock { $0.empty.removeLast() }
     }
 
-    /// Lets the threads hash and write what they were handed (or, cancelling, drop what
-    /// they have not started), then end; returns the chunks they held and their failure, if any.
-    func stop(cancelling: Bool) -> ([UnsafeMutableRawBufferPointer], POSIX.Failure?) {
-        queues.withLock {
-            $0.toHash.append(.stop)
-            if cancelling { $0.cancelled = true }
-        }
+    /// Hands over the file's last chunk, which stays with the threads until they end.
+    func handOverLast(_ chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(POSIX.Failure) {
+        if let failure = queues.withLock({ $0.failure }) { throw failure }
+        queues.withLock { $0.toHash.append(.chunk(chunk, count: count, offset: offset)) }
         toHash.signal()
+    }
+
+    /// Tells the threads to end once they have hashed and written what they were handed
+    /// (or, cancelling, dropped what they have not started). Asking again only cancels.
+    func requestStop(cancelling: Bool) {
+        let first = queues.withLock {
+            if cancelling { $0.cancelled = true }
+            guard !$0.stopRequested else { return false }
+            $0.stopRequested = true
+            $0.toHash.append(.stop)
+            return true
+        }
+        if first { toHash.signal() }
+    }
+
+    /// Ends the threads (see `requestStop`) and waits for them; returns the chunks they
+    /// held and their failure, if any.
+    func stop(cancelling: Bool) -> ([UnsafeMutableRawBufferPointer], POSIX.Failure?) {
+        requestStop(cancelling: cancelling)
         ended.wait()
         return queues.withLock { ($0.empty, $0.failure) }
     }

@@ -49,6 +49,40 @@ struct JournalTests {
         #expect(kept.map(\.target) == (20 - kept.count..<20).map { "/missing?n=\($0)" })
     }
 
+    /// Big files are stored while the body goes on (each file's last chunks are hashed and
+    /// written as the next part arrives): the answer, the journal and the folder still keep
+    /// the body's order, fields between files included.
+    @Test func bigFilesBetweenFieldsKeepTheBodysOrder() throws {
+        let sizes = [1_300_001, 700_000, 2_100_003]
+        let paths = try sizes.enumerated().map { try temporaryFile("b\($0.offset).bin", testBytes(count: $0.element, seed: UInt64(40 + $0.offset))) }
+        let result = try curl(["-F", "a=1", "-F", "f=@\(paths[0])", "-F", "b=2", "-F", "f=@\(paths[1])", "-F", "f=@\(paths[2])", "-F", "c=3",
+                               server.url("/upload")])
+        #expect(result.status == 200)
+        let files = try #require(try result.json()["files"] as? [[String: Any]])
+        let digests = try sizes.enumerated().map { try sha256(testBytes(count: $0.element, seed: UInt64(40 + $0.offset))) }
+        #expect(files.map { $0["filename"] as? String } == ["b0.bin", "b1.bin", "b2.bin"])
+        #expect(files.map { $0["sha256"] as? String } == digests)
+        #expect((try result.json()["fields"] as? [[String: Any]])?.map { $0["name"] as? String } == ["a", "b", "c"])
+        let entry = try #require(server.server.journal.waitForRequests(path: "/upload", method: "POST").last)
+        #expect(entry.parts.map(\.name) == ["a", "f", "b", "f", "f", "c"])
+        #expect(entry.parts.compactMap(\.sha256) == digests)
+    }
+
+    /// A body that fails after a complete big file: the file is removed, and the journal still
+    /// records that part with its size and SHA-256, as it does for a small one.
+    @Test func aBodyThatFailsAfterABigFileRecordsThatPart() throws {
+        let bytes = testBytes(count: 1_500_000, seed: 44)
+        let head = Array("--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"big.bin\"\r\n\r\n".utf8)
+        let tail = Array("\r\n--b\r\nno colon here\r\n\r\nx\r\n--b--".utf8)
+        let result = try postBody(head + bytes + tail, contentType: "multipart/form-data; boundary=b", to: server.url("/upload"))
+        #expect(result.status == 400)
+        #expect(server.eventually { server.uploadedNames().isEmpty }, "left behind: \(server.uploadedNames())")
+        let entry = try #require(server.server.journal.waitForRequests(path: "/upload", method: "POST").last)
+        #expect(entry.parts.map(\.name) == ["f"])
+        #expect(entry.parts.first?.size == 1_500_000)
+        #expect(entry.parts.first?.sha256 == (try sha256(bytes)))
+    }
+
     @Test func itRecordsTheParts() throws {
         let path = try temporaryFile("photo.png", testBytes(count: 5000))
         _ = try curl(["-F", "user=dashen9", "-F", "file=@\(path)", server.url("/upload")])

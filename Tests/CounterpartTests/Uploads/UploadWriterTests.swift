@@ -128,6 +128,36 @@ struct UploadWriterTests {
         }
     }
 
+    /// The receiving thread hands the last chunk over and reads on; the digest waits for it,
+    /// and asking again gives the same answer (a failure stays a failure).
+    @Test(arguments: [head / 2, head + chunk / 2, head + 3 * chunk + 7])
+    func finishingStartsAtOnceAndTheDigestWaitsForIt(size: Int) throws {
+        let folder = try makeTemporaryFolder("upload-writer")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("finishing").path
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
+        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+        let bytes = pattern(size, seed: 9)
+        try bytes.withUnsafeBytes { try writer.append($0) }
+        try writer.startFinishing()
+        try writer.startFinishing()
+        let digest = try writer.finish()
+        #expect(digest == SHA256.hex(of: bytes))
+        #expect(try writer.finish() == digest)
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) == bytes)
+        #expect(budget.unused == 1 + UploadWriter.spares)
+
+        let full = open("/dev/full", O_WRONLY | O_CLOEXEC)
+        defer { close(full) }
+        let failing = UploadWriter(descriptor: full, sync: .none, budget: budget)
+        #expect(Self.failure(appending: bytes, to: failing)?.isOutOfSpace == true)
+        #expect(throws: POSIX.Failure.self) { try failing.finish() }
+        #expect(budget.unused == 1 + UploadWriter.spares)
+    }
+
     @Test func theBudgetKeepsOneUploadsWorthOfChunksForTheNext() throws {
         let budget = ChunkBudget(chunks: 5, kept: 2)
         let taken = (0..<5).compactMap { _ in budget.take() }
