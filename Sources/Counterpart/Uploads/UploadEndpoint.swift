@@ -229,8 +229,12 @@ final class UploadReceiver: RequestBodyReceiver {
         let name = try store.commit(sink, as: SafeFilename.make(from: part.filename ?? ""))
         finishing = nil
         files.append(StoredFile(part: part, storedName: name, size: sink.size, sha256: digest))
-        receivedParts.append(ReceivedPart(name: part.name, filename: part.filename, contentType: part.contentType,
-                                          size: sink.size, sha256: digest))
+        receivedParts.append(Self.receipt(of: part, size: sink.size, sha256: digest))
+    }
+
+    /// What the journal keeps of a complete file part.
+    private static func receipt(of part: FormPart, size: UInt64, sha256: String) -> ReceivedPart {
+        ReceivedPart(name: part.name, filename: part.filename, contentType: part.contentType, size: size, sha256: sha256)
     }
 
     /// Records the first failure and removes everything this request stored.
@@ -245,10 +249,7 @@ final class UploadReceiver: RequestBodyReceiver {
         if let (sink, part) = finishing {
             finishing = nil
             // A complete part is recorded even when the upload then fails.
-            if let digest = try? sink.digest() {
-                receivedParts.append(ReceivedPart(name: part.name, filename: part.filename, contentType: part.contentType,
-                                                  size: sink.size, sha256: digest))
-            }
+            if let digest = try? sink.digest() { receivedParts.append(Self.receipt(of: part, size: sink.size, sha256: digest)) }
             sink.discard()
         }
         sink?.discard()

@@ -129,26 +129,24 @@ final class UploadSink {
             try freeSpace.ensureRoom(for: UInt64(bytes.count) + UploadWriter.bytesInMemory)
             checkedSpaceAt = size
         }
-        do {
-            try writer.append(bytes)
-        } catch {
-            throw StoreError(operation: "write the upload", code: error.code)
-        }
+        try writing { () throws(POSIX.Failure) in try writer.append(bytes) }
     }
 
     /// No byte comes after the ones written: the last are written while the caller goes on.
     func startFinishing() throws {
-        do {
-            try writer.startFinishing()
-        } catch {
-            throw StoreError(operation: "write the upload", code: error.code)
-        }
+        try writing { () throws(POSIX.Failure) in try writer.startFinishing() }
     }
 
-    /// Writes the last bytes and returns the SHA-256 of everything written; call once, at the end.
+    /// Writes the last bytes and returns the SHA-256 of everything written (the same, or
+    /// the same failure, when asked again).
     func digest() throws -> String {
+        try writing { () throws(POSIX.Failure) in try writer.finish() }
+    }
+
+    /// `step`'s result; its failure as the error a client is told (507 when the disk is full).
+    private func writing<Result>(_ step: () throws(POSIX.Failure) -> Result) throws(StoreError) -> Result {
         do {
-            return try writer.finish()
+            return try step()
         } catch {
             throw StoreError(operation: "write the upload", code: error.code)
         }

@@ -84,8 +84,7 @@ final class UploadWriter {
 
     /// Hashes and writes `bytes` on this thread, at the end of the file.
     private func writeNow(_ bytes: UnsafeRawBufferPointer) throws(POSIX.Failure) {
-        output.hash(bytes)
-        try output.store(bytes, at: size)
+        try output.write(bytes, at: size)
         size += UInt64(bytes.count)
     }
 
@@ -101,14 +100,12 @@ final class UploadWriter {
         finishing = true
         if let pipeline {
             if let chunk, filled > 0 {
-                try pipeline.handOverLast(chunk, count: filled, offset: chunkOffset)
+                try pipeline.handOver(chunk, count: filled, offset: chunkOffset)
                 self.chunk = nil
             }
             pipeline.requestStop(cancelling: false)
         } else if let chunk, filled > 0 {
-            let rest = UnsafeRawBufferPointer(rebasing: chunk[0..<filled])
-            output.hash(rest)
-            try output.store(rest, at: chunkOffset)
+            try output.write(UnsafeRawBufferPointer(rebasing: chunk[0..<filled]), at: chunkOffset)
         }
         filled = 0
     }
@@ -135,8 +132,7 @@ final class UploadWriter {
             try step()
         } catch {
             outcome = .failure(error)
-            _ = stopPipeline(cancelling: true)
-            releaseChunks()
+            cancel()
             throw error
         }
     }
@@ -159,9 +155,7 @@ final class UploadWriter {
         if let pipeline {
             chunk = try pipeline.exchange(full: chunk!, count: filled, offset: chunkOffset)
         } else {
-            let full = UnsafeRawBufferPointer(chunk!)
-            output.hash(full)
-            try output.store(full, at: chunkOffset)
+            try output.write(UnsafeRawBufferPointer(chunk!), at: chunkOffset)
         }
         chunkOffset += UInt64(filled)
         filled = 0
@@ -242,7 +236,7 @@ final class ChunkOutput: @unchecked Sendable {
     /// Bytes written through the page cache between two starts of write-back.
     static let writeBackInterval: UInt64 = 8 << 20
 
-    let descriptor: Int32
+    private let descriptor: Int32
     private let hasher = SHA256()
     private let sync: SyncMode
     /// Whether writes now bypass the page cache.
@@ -267,6 +261,12 @@ final class ChunkOutput: @unchecked Sendable {
 
     func hash(_ bytes: UnsafeRawBufferPointer) {
         hasher.update(bytes)
+    }
+
+    /// Hashes `bytes` and stores them at `offset`, on one thread (no upload threads running).
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(POSIX.Failure) {
+        hash(bytes)
+        try store(bytes, at: offset)
     }
 
     /// The SHA-256 of everything hashed, as hex. Call once.
@@ -396,16 +396,14 @@ private final class ChunkPipeline: Sendable {
 
     /// Hands over a full chunk and returns an empty one, once one is.
     func exchange(full chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(POSIX.Failure) -> UnsafeMutableRawBufferPointer {
-        // After a failure the chunk stays the caller's, to give back with the others.
-        if let failure = queues.withLock({ $0.failure }) { throw failure }
-        queues.withLock { $0.toHash.append(.chunk(chunk, count: count, offset: offset)) }
-        toHash.signal()
+        try handOver(chunk, count: count, offset: offset)
         empty.wait()
         return queues.withLock { $0.empty.removeLast() }
     }
 
-    /// Hands over the file's last chunk, which stays with the threads until they end.
-    func handOverLast(_ chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(POSIX.Failure) {
+    /// Hands over a chunk for good: the file's last one stays with the threads until they
+    /// end. After a failure the chunk stays the caller's, to give back with the others.
+    func handOver(_ chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(POSIX.Failure) {
         if let failure = queues.withLock({ $0.failure }) { throw failure }
         queues.withLock { $0.toHash.append(.chunk(chunk, count: count, offset: offset)) }
         toHash.signal()

@@ -11,12 +11,18 @@ private func pattern(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
     }
 }
 
+/// A new, empty file in `folder`, open for writing.
+private func createFile(_ name: String, in folder: URL) throws -> (path: String, descriptor: Int32) {
+    let path = folder.appendingPathComponent(name).path
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    try #require(descriptor >= 0)
+    return (path, descriptor)
+}
+
 /// Writes `bytes` through an `UploadWriter` into a new file, in pieces of the given sizes
 /// (round and round), and returns the digest and what the file then holds.
 private func writeThrough(_ bytes: [UInt8], pieces: [Int], budget: ChunkBudget, in folder: URL) throws -> (digest: String, file: [UInt8]) {
-    let path = folder.appendingPathComponent(UUID().uuidString).path
-    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-    try #require(descriptor >= 0)
+    let (path, descriptor) = try createFile(UUID().uuidString, in: folder)
     defer { close(descriptor) }
     let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
     var from = 0, index = 0
@@ -81,8 +87,8 @@ struct UploadWriterTests {
         // second gets one chunk, the third none; all three are written right.
         let budget = ChunkBudget(chunks: 2 + UploadWriter.spares)
         let contents = (0..<3).map { pattern(Self.head + 2 * Self.chunk + 99, seed: UInt64($0)) }
-        let paths = (0..<3).map { folder.appendingPathComponent("file-\($0)").path }
-        let descriptors = paths.map { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+        let files = try (0..<3).map { try createFile("file-\($0)", in: folder) }
+        let (paths, descriptors) = (files.map(\.path), files.map(\.descriptor))
         defer { descriptors.forEach { close($0) } }
         let writers = descriptors.map { UploadWriter(descriptor: $0, sync: .none, budget: budget) }
         var sent = [0, 0, 0]
@@ -110,9 +116,7 @@ struct UploadWriterTests {
     @Test func wholeChunksGoPastThePageCacheAndTheTailThroughIt() throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let path = folder.appendingPathComponent("direct").path
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        try #require(descriptor >= 0)
+        let (path, descriptor) = try createFile("direct", in: folder)
         defer { close(descriptor) }
         let supported = Platform.setPageCacheBypass(descriptor, true) && Platform.setPageCacheBypass(descriptor, false)
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: ChunkBudget(chunks: 3))
@@ -134,9 +138,7 @@ struct UploadWriterTests {
     func finishingStartsAtOnceAndTheDigestWaitsForIt(size: Int) throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let path = folder.appendingPathComponent("finishing").path
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        try #require(descriptor >= 0)
+        let (path, descriptor) = try createFile("finishing", in: folder)
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
@@ -178,8 +180,7 @@ struct UploadWriterTests {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
         let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
-        let path = folder.appendingPathComponent("cancelled").path
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let (path, descriptor) = try createFile("cancelled", in: folder)
         defer { close(descriptor) }
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
         let bytes = pattern(Self.head + 3 * Self.chunk + 10)
@@ -217,8 +218,7 @@ struct UploadWriterTests {
     func aWriteThatFailsOnTheUploadsThreadIsReportedWithItsErrno(size: Int) throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let descriptor = open(folder.appendingPathComponent("filling").path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        try #require(descriptor >= 0)
+        let descriptor = try createFile("filling", in: folder).descriptor
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
