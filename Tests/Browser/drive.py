@@ -148,10 +148,20 @@ class Browser:
             raise Failure(f"script failed: {details.get('exception', {}).get('description') or details.get('text')}")
         return result["result"].get("value")
 
+    # What Runtime.evaluate answers while the page it runs in is being replaced (a click that
+    # navigates): the page is not there yet, which a wait goes on waiting for.
+    NAVIGATING = ("Inspected target navigated or closed", "Execution context was destroyed",
+                  "Cannot find context with specified id")
+
     def wait_until(self, expression, what, timeout=20):
         deadline = time.monotonic() + timeout
         while True:
-            value = self.evaluate(expression)
+            try:
+                value = self.evaluate(expression)
+            except Failure as failure:
+                if not any(text in str(failure) for text in self.NAVIGATING):
+                    raise
+                value = None
             if value:
                 return value
             check(time.monotonic() < deadline, f"timed out waiting for {what}")
