@@ -359,7 +359,7 @@ final class ServerBench {
             let peer = options.peersFolder + "/mhd_upload_server"
             mhd = access(peer, X_OK) == 0 ? peer : nil
             if let counterpart, let help = try? runCommand(counterpart, ["--help"], timeout: 10) {
-                // "--threads N   threads serving connections (default 4; 0: one per connection)"
+                // "--threads N   threads serving connections (default 2; 0: one per connection)"
                 if let range = help.output.range(of: "connections (default ") ?? help.errorOutput.range(of: "connections (default ") {
                     let text = help.output.isEmpty ? help.errorOutput : help.output
                     defaultThreads = String(text[range.upperBound...].prefix { $0.isNumber })

@@ -5,6 +5,9 @@
 import Foundation
 import Synchronization
 
+#if os(Linux)
+import CLinux
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -246,7 +249,75 @@ func runCommand(_ executable: String, _ arguments: [String], timeout: Double = 6
 }
 
 /// Waits until `process` has exited, for up to `seconds`; false if it still runs.
-func waitForExit(_ process: Process, seconds: Double) -> Bool {
+/// A server started in a session of its own (`setsid`), as a service manager or a shell's
+/// `setsid`/`nohup &` starts one, and as independent benchmark harnesses do. It matters on
+/// Linux: the scheduler shares the CPU between sessions first (autogroups), so a server in
+/// the benchmark's own session would get the CPU time of the clients measuring it, and one
+/// with several threads would be measured as if it had a machine of its own.
+final class SessionProcess: @unchecked Sendable {
+    let pid: Int32
+    private let lock = NSLock()
+    private var exitStatus: Int32?
+
+    /// Runs `executable` with `arguments`; its stdout goes to `output` (nil: /dev/null), its
+    /// stderr to the file at `errorPath` (nil: /dev/null), its stdin is /dev/null.
+    init(_ executable: String, _ arguments: [String], output: Int32? = nil, errorPath: String? = nil) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let output {
+            posix_spawn_file_actions_adddup2(&actions, output, 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The children get the default signal dispositions and mask, whatever the bench set.
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        #if os(Linux)
+        let newSession = cp_spawn_new_session_flag()
+        #else
+        let newSession: Int16 = 0
+        #endif
+        posix_spawnattr_setflags(&attributes, newSession | Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let status = posix_spawn(&child, executable, &actions, &attributes, argv, Glibc.environ)
+        guard status == 0 else { throw BenchFailure("cannot run \(executable): \(String(cString: strerror(status)))") }
+        pid = child
+    }
+
+    /// False once the process has ended (it is reaped then).
+    var isRunning: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard exitStatus == nil else { return false }
+        var status: Int32 = 0
+        let reaped = waitpid(pid, &status, WNOHANG)
+        guard reaped == pid || (reaped < 0 && errno == ECHILD) else { return true }
+        exitStatus = status
+        return false
+    }
+
+    /// The raw wait status once the process has ended.
+    var terminationStatus: Int32? {
+        guard !isRunning else { return nil }
+        lock.lock()
+        defer { lock.unlock() }
+        return exitStatus
+    }
+}
+
+func waitForExit(_ process: SessionProcess, seconds: Double) -> Bool {
     let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
     while process.isRunning {
         if monotonicNanoseconds() > deadline { return false }
@@ -254,6 +325,7 @@ func waitForExit(_ process: Process, seconds: Double) -> Bool {
     }
     return true
 }
+
 
 // MARK: - Sockets
 

@@ -66,16 +66,16 @@ final class ServerUnderTest {
     /// the C peer's uploads folder.
     let storeFolder: String
     let logPath: String
-    private let process: Process
+    private let process: SessionProcess
     private let outputPipe: Pipe?
     private var stopped = false
 
     var isCounterpart: Bool { spec.isCounterpart }
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
     private init(spec: ServerSpec, label: String, port: UInt16, storeFolder: String, logPath: String,
-                 process: Process, outputPipe: Pipe?) {
+                 process: SessionProcess, outputPipe: Pipe?) {
         self.spec = spec
         self.label = label
         self.port = port
@@ -143,19 +143,11 @@ final class ServerUnderTest {
         try FileManager.default.createDirectory(atPath: storeFolder, withIntermediateDirectories: true)
         let logPath = folder + "/\(spec.key).log"
         guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw BenchFailure("cannot create \(logPath)") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
         let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle(forWritingAtPath: logPath)
-        process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            throw BenchFailure("cannot run \(binary): \(error)")
-        }
-        CleanupRegistry.shared.add(process: process.processIdentifier, stopSignal: SIGTERM)
+        let process = try SessionProcess(binary, arguments, output: output.fileHandleForWriting.fileDescriptor, errorPath: logPath)
+        // The child holds its own copy: the line below then ends at EOF if the server exits.
+        try? output.fileHandleForWriting.close()
+        CleanupRegistry.shared.add(process: process.pid, stopSignal: SIGTERM)
         var server: ServerUnderTest? = nil
         defer { if server == nil { stop(process, label: label, graceSeconds: 0) } }
 
@@ -163,7 +155,7 @@ final class ServerUnderTest {
         guard let line, line.hasPrefix("listening on "), let colon = line.lastIndex(of: ":"),
               let port = UInt16(line[line.index(after: colon)...].prefix { $0.isNumber }) else {
             _ = waitForExit(process, seconds: 2)
-            let status = process.isRunning ? nil : process.terminationStatus
+            let status = process.terminationStatus
             let log = MachineContext.readTextFile(logPath) ?? ""
             throw BenchFailure("\(label) did not start (first line: \(line.map { "\"\($0)\"" } ?? "none")"
                 + (status.map { ", exit status \($0)" } ?? "") + "); stderr: \(log.prefix(400))")
@@ -187,14 +179,8 @@ final class ServerUnderTest {
             let configurationPath = folder + "/nginx.conf"
             try configuration.write(toFile: configurationPath, atomically: true, encoding: .utf8)
             try? FileManager.default.removeItem(atPath: logPath)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["-c", configurationPath, "-p", folder, "-e", logPath]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            CleanupRegistry.shared.add(process: process.processIdentifier, stopSignal: SIGTERM)
+            let process = try SessionProcess(binary, ["-c", configurationPath, "-p", folder, "-e", logPath])
+            CleanupRegistry.shared.add(process: process.pid, stopSignal: SIGTERM)
             let deadline = monotonicNanoseconds() + 10_000_000_000
             while process.isRunning, !LoopbackPort.accepts(port), monotonicNanoseconds() < deadline { usleep(10_000) }
             if process.isRunning, LoopbackPort.accepts(port) {
@@ -261,8 +247,8 @@ final class ServerUnderTest {
         try? outputPipe?.fileHandleForReading.close()
     }
 
-    private static func stop(_ process: Process, label: String, graceSeconds: Double) {
-        let pid = process.processIdentifier
+    private static func stop(_ process: SessionProcess, label: String, graceSeconds: Double) {
+        let pid = process.pid
         let children = ProcFS.children(of: pid)
         if process.isRunning { kill(pid, SIGTERM) }
         if !waitForExit(process, seconds: max(graceSeconds, 1)) {

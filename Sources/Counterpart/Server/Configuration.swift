@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTransfer
 
 /// Everything a Counterpart server is started with. The command builds one from its
@@ -72,7 +73,10 @@ public struct Configuration: Sendable {
     public var sync: SyncMode
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
-    public static let defaultThreads = 4
+    /// One thread per CPU, at least 2 (a thread waiting in the kernel, on a disk sync, does
+    /// not hold every connection): more threads than CPUs preempt each other once the server
+    /// runs in a session of its own, as a service does (see the README's Threading).
+    public static let defaultThreads = max(2, ProcessInfo.processInfo.activeProcessorCount)
     public static let defaultJournalCapacity = 1_000
     public static let defaultMinFreeDiskBytes: UInt64 = 64 << 20
 
