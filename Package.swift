@@ -28,7 +28,7 @@ let package = Package(
         // and as a command that runs them against a server.
         .target(name: "CounterpartExamples", dependencies: ["HTTPTransfer"]),
         .executableTarget(name: "counterpart-examples", dependencies: ["CounterpartExamples"]),
-        .executableTarget(name: "counterpart-bench", dependencies: ["Counterpart", "HTTPTransfer", "CLinux"]),
+        .executableTarget(name: "counterpart-bench", dependencies: ["Counterpart", "HTTPTransfer"]),
         // libFuzzer targets: built with `scripts/fuzz` (see the README); a plain build
         // compiles them with a stub entry point.
         .executableTarget(name: "fuzz-multipart", dependencies: ["HTTPTransfer", "FuzzSupport"], path: "Fuzz/multipart"),

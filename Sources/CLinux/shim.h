@@ -1,7 +1,6 @@
 // Linux calls Swift's Glibc module does not give: system calls glibc 2.36 has no wrapper
 // for (Swift cannot call the variadic syscall()) and GNU extensions.
-// Counterpart's Support/Platform.swift and the bench's server start use it, only on Linux;
-// elsewhere it is empty.
+// Only Counterpart's Support/Platform.swift uses it, and only on Linux; elsewhere it is empty.
 #ifndef COUNTERPART_CLINUX_SHIM_H
 #define COUNTERPART_CLINUX_SHIM_H
 #ifdef __linux__
@@ -9,7 +8,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -54,11 +52,6 @@ static inline int cp_peer_has_closed(int socket) {
     struct pollfd descriptor = { .fd = socket, .events = POLLRDHUP, .revents = 0 };
     if (poll(&descriptor, 1, 0) != 1) return 0;
     return (descriptor.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
-}
-
-/// posix_spawn's flag that starts the child in a session of its own (a GNU extension).
-static inline short cp_spawn_new_session_flag(void) {
-    return POSIX_SPAWN_SETSID;
 }
 
 #endif

@@ -5,9 +5,6 @@
 import Foundation
 import Synchronization
 
-#if os(Linux)
-import CLinux
-#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -282,8 +279,10 @@ final class SessionProcess: @unchecked Sendable {
         var none = sigset_t()
         sigemptyset(&none)
         posix_spawnattr_setsigmask(&attributes, &none)
-        #if os(Linux)
-        let newSession = cp_spawn_new_session_flag()
+        // POSIX_SPAWN_SETSID: glibc's value (since 2.26), which Swift's Glibc module does not
+        // import (it is a GNU extension); elsewhere no new session.
+        #if canImport(Glibc)
+        let newSession: Int16 = 0x80
         #else
         let newSession: Int16 = 0
         #endif
