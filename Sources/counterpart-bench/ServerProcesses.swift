@@ -245,7 +245,6 @@ func runCommand(_ executable: String, _ arguments: [String], timeout: Double = 6
         timedOut: timedOut.load(ordering: .relaxed))
 }
 
-/// Waits until `process` has exited, for up to `seconds`; false if it still runs.
 /// A server started in a session of its own (`setsid`), as a service manager or a shell's
 /// `setsid`/`nohup &` starts one, and as independent benchmark harnesses do. It matters on
 /// Linux: the scheduler shares the CPU between sessions first (autogroups), so a server in
@@ -283,14 +282,16 @@ final class SessionProcess: @unchecked Sendable {
         // import (it is a GNU extension); elsewhere no new session.
         #if canImport(Glibc)
         let newSession: Int16 = 0x80
+        let environment = Glibc.environ
         #else
         let newSession: Int16 = 0
+        let environment = Musl.environ
         #endif
         posix_spawnattr_setflags(&attributes, newSession | Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
-        let status = posix_spawn(&child, executable, &actions, &attributes, argv, Glibc.environ)
+        let status = posix_spawn(&child, executable, &actions, &attributes, argv, environment)
         guard status == 0 else { throw BenchFailure("cannot run \(executable): \(String(cString: strerror(status)))") }
         pid = child
     }
@@ -316,6 +317,7 @@ final class SessionProcess: @unchecked Sendable {
     }
 }
 
+/// Waits until `process` has exited, for up to `seconds`; false if it still runs.
 func waitForExit(_ process: SessionProcess, seconds: Double) -> Bool {
     let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
     while process.isRunning {
@@ -324,7 +326,6 @@ func waitForExit(_ process: SessionProcess, seconds: Double) -> Bool {
     }
     return true
 }
-
 
 // MARK: - Sockets
 

@@ -2,15 +2,6 @@
 import Foundation
 import Testing
 
-/// Bytes that differ at every offset, so that a chunk written at the wrong place shows.
-private func pattern(_ count: Int, seed: UInt64 = 1) -> [UInt8] {
-    var state = seed &* 0x9E37_79B9_7F4A_7C15
-    return (0..<count).map { _ in
-        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-        return UInt8(truncatingIfNeeded: state >> 56)
-    }
-}
-
 /// A new, empty file in `folder`, open for writing.
 private func createFile(_ name: String, in folder: URL) throws -> (path: String, descriptor: Int32) {
     let path = folder.appendingPathComponent(name).path
@@ -54,7 +45,7 @@ struct UploadWriterTests {
     func theFileAndTheDigestAreTheBytesAppendedWhileThreadsHashAndWrite(size: Int) throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let bytes = pattern(size, seed: UInt64(size))
+        let bytes = [UInt8](testBytes(count: size, seed: UInt64(size)))
         for chunks in [1 + UploadWriter.spares, 2] {
             let budget = ChunkBudget(chunks: chunks)
             for pieces in [[1000, 7, 65_536, 3], [size == 0 ? 1 : size]] {
@@ -70,7 +61,7 @@ struct UploadWriterTests {
     func withOneChunkOrNoneTheUploadIsWrittenAllTheSame(size: Int) throws {
         let folder = try makeTemporaryFolder("upload-writer")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let bytes = pattern(size, seed: 7)
+        let bytes = [UInt8](testBytes(count: size, seed: 7))
         for chunks in [0, 1] {
             let budget = ChunkBudget(chunks: chunks)
             let written = try writeThrough(bytes, pieces: [12_345, 1], budget: budget, in: folder)
@@ -86,7 +77,7 @@ struct UploadWriterTests {
         // Three uploads, 2 + spares chunks: the first overlaps (a chunk and its spares), the
         // second gets one chunk, the third none; all three are written right.
         let budget = ChunkBudget(chunks: 2 + UploadWriter.spares)
-        let contents = (0..<3).map { pattern(Self.head + 2 * Self.chunk + 99, seed: UInt64($0)) }
+        let contents = (0..<3).map { [UInt8](testBytes(count: Self.head + 2 * Self.chunk + 99, seed: UInt64($0))) }
         let files = try (0..<3).map { try createFile("file-\($0)", in: folder) }
         let (paths, descriptors) = (files.map(\.path), files.map(\.descriptor))
         defer { descriptors.forEach { close($0) } }
@@ -120,7 +111,7 @@ struct UploadWriterTests {
         defer { close(descriptor) }
         let supported = Platform.setPageCacheBypass(descriptor, true) && Platform.setPageCacheBypass(descriptor, false)
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: ChunkBudget(chunks: 3))
-        let bytes = pattern(Self.head + 2 * Self.chunk + 100)
+        let bytes = [UInt8](testBytes(count: Self.head + 2 * Self.chunk + 100))
         try bytes[0..<(Self.head + Self.chunk + 1)].withUnsafeBytes { try writer.append($0) }
         #expect(Platform.bypassesPageCache(descriptor) == (supported && !Platform.usesPortableFallbacks))
         try bytes[(Self.head + Self.chunk + 1)...].withUnsafeBytes { try writer.append($0) }
@@ -142,7 +133,7 @@ struct UploadWriterTests {
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
-        let bytes = pattern(size, seed: 9)
+        let bytes = [UInt8](testBytes(count: size, seed: 9))
         try bytes.withUnsafeBytes { try writer.append($0) }
         try writer.startFinishing()
         try writer.startFinishing()
@@ -183,7 +174,7 @@ struct UploadWriterTests {
         let (path, descriptor) = try createFile("cancelled", in: folder)
         defer { close(descriptor) }
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
-        let bytes = pattern(Self.head + 3 * Self.chunk + 10)
+        let bytes = [UInt8](testBytes(count: Self.head + 3 * Self.chunk + 10))
         try bytes.withUnsafeBytes { try writer.append($0) }
         #expect(budget.unused == 0)
         writer.cancel()
@@ -205,7 +196,7 @@ struct UploadWriterTests {
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: chunks)
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
-        #expect(Self.failure(appending: pattern(4 * Self.chunk), to: writer)?.isOutOfSpace == true)
+        #expect(Self.failure(appending: [UInt8](testBytes(count: 4 * Self.chunk)), to: writer)?.isOutOfSpace == true)
         writer.cancel()
         #expect(budget.unused == chunks)
     }
@@ -222,7 +213,7 @@ struct UploadWriterTests {
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
         let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
-        let bytes = pattern(size)
+        let bytes = [UInt8](testBytes(count: size))
         try bytes[0..<Self.head].withUnsafeBytes { try writer.append($0) }
         // From here on every write of this descriptor goes to /dev/full.
         let full = open("/dev/full", O_WRONLY | O_CLOEXEC)
