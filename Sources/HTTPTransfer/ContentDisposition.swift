@@ -25,14 +25,18 @@ public struct ContentDisposition: Equatable, Sendable {
     /// part is a file (RFC 7578 §4.2).
     public var hasFilename: Bool { parameters.contains { $0.name == "filename" || $0.name == "filename*" } }
 
-    /// The file name as the client sent it: a valid `filename*` (RFC 8187) wins over
-    /// `filename`; an invalid one is ignored. Never percent-decoded otherwise (HTML
-    /// Standard: browsers write `%22`, `%0D`, `%0A` for `"`, CR, LF and mean them literally).
+    /// The file name as the client sent it: a valid, non-empty `filename*` (RFC 8187) wins
+    /// over `filename`; an invalid or empty one (`filename*=UTF-8''`) gives way to
+    /// `filename`, as Werkzeug and python-multipart read it. Never percent-decoded otherwise
+    /// (HTML Standard: browsers write `%22`, `%0D`, `%0A` for `"`, CR, LF and mean them
+    /// literally).
     public var filename: String? {
-        if let extended = ParameterizedValue.value(of: "filename*", in: parameters), let decoded = ExtendedValue.decode(extended) {
+        let plain = ParameterizedValue.value(of: "filename", in: parameters)
+        if let extended = ParameterizedValue.value(of: "filename*", in: parameters),
+           let decoded = ExtendedValue.decode(extended), !decoded.isEmpty || plain == nil {
             return decoded
         }
-        return ParameterizedValue.value(of: "filename", in: parameters)
+        return plain
     }
 
     /// `attachment; filename="…"` for a download, with `filename*=UTF-8''…` when the name

@@ -93,6 +93,11 @@ public struct MultipartParser {
     private var inPart = false
     /// Bytes held between chunks: a possible delimiter prefix, or a partial header section.
     private var carry: [UInt8] = []
+    /// How many of the delimiter bytes held in `carry` (or just matched) were never in the
+    /// body: the line end pretended before the body's start and before each part's data,
+    /// where the line end that precedes a delimiter was already read (see `openData`).
+    /// They are never handed out as data.
+    private var pretended = 0
     /// The header section being read: its fields so far and its size in complete lines.
     private var headers = MultipartHeaders()
     private var headerBytes = 0
@@ -109,6 +114,7 @@ public struct MultipartParser {
         delimiter = [ASCII.lf, ASCII.dash, ASCII.dash] + Array(boundary.value.utf8)
         // The body's start counts as a line start: pretend a LF came before it.
         carry = [ASCII.lf]
+        pretended = 1
         carry.reserveCapacity(max(delimiter.count + 1, 256))
     }
 
@@ -200,9 +206,12 @@ public struct MultipartParser {
                 state = .afterDelimiter(.start)
                 return position + available
             }
-            if isData { try carry.withUnsafeBytes { try handler(.partData($0)) } }
+            if isData, carry.count > pretended {
+                try carry.withUnsafeBytes { try handler(.partData(UnsafeRawBufferPointer(rebasing: $0[pretended...]))) }
+            }
             carry.removeAll(keepingCapacity: true)
         }
+        pretended = 0
 
         let found = delimiter.withUnsafeBytes { ByteSearch.first($0, in: chunk, from: position) }
         if let found {
@@ -307,10 +316,12 @@ public struct MultipartParser {
         headerText(firstBytes.prefix { $0 != ASCII.cr && $0 != ASCII.lf })
     }
 
-    /// The bytes matched as a delimiter were content: give them back as data.
+    /// The bytes matched as a delimiter were content: give them back as data (but for a
+    /// pretended line end, which was never content).
     private mutating func notADelimiter(dashes: Int, _ handler: (MultipartEvent) throws -> Void) throws {
+        defer { pretended = 0 }
         if inPart {
-            try delimiter.withUnsafeBytes { try handler(.partData($0)) }
+            try delimiter.withUnsafeBytes { try handler(.partData(UnsafeRawBufferPointer(rebasing: $0[pretended...]))) }
             if dashes > 0 { try [ASCII.dash].withUnsafeBytes { try handler(.partData($0)) } }
             state = .data
         } else {
@@ -372,12 +383,25 @@ public struct MultipartParser {
                 let part = MultipartPart(headers: headers, number: partCount, offset: partOffset)
                 headers = MultipartHeaders()
                 inPart = true
-                state = .data
+                openData()
                 try handler(.partBegin(part))
                 return position
             }
         }
         return position
+    }
+
+    /// A part's content begins. RFC 2046 §5.1.1 lets a part end right after its headers
+    /// (`body-part := MIME-part-headers [CRLF *OCTET]`): the header section's last line end
+    /// is then also the one before the next delimiter. So the delimiter's line end is
+    /// pretended here, as at the body's start, and `--boundary` straight after the headers
+    /// closes an empty part, as Go's `mime/multipart` reads it.
+    private mutating func openData() {
+        state = .data
+        let lineEnd = delimiter.count - 2 - boundary.value.utf8.count
+        carry.removeAll(keepingCapacity: true)
+        carry.append(contentsOf: delimiter.prefix(lineEnd))
+        pretended = lineEnd
     }
 
     /// Parses one header line (RFC 5322 §2.2 as RFC 7578 uses it), its LF removed.

@@ -127,6 +127,58 @@ private let multipartCases: [MultipartCase] = [
         expected: .parts([.init(name: "tag", content: "a"), .init(name: "tag", content: "b"),
                           .init(name: "f", filename: "1.txt", content: "one"), .init(name: "f", filename: "2.txt", content: "two")])),
 
+    // A part may end right after its headers (RFC 2046 §5.1.1: `MIME-part-headers [CRLF *OCTET]`):
+    // the header section's last line end is also the delimiter's. Go's mime/multipart reads it so.
+    MultipartCase(
+        rule: "a field with no body, first, then a field (CRLF)",
+        boundary: "B",
+        body: Array("--B\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n--B\r\nContent-Disposition: form-data; name=\"b\"\r\n\r\nx\r\n--B--\r\n"),
+        expected: .parts([.init(name: "a", content: ""), .init(name: "b", content: "x")])),
+    MultipartCase(
+        rule: "a field with no body, alone and last, closes the body (CRLF)",
+        boundary: "B",
+        body: Array("--B\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n--B--\r\n"),
+        expected: .parts([.init(name: "a", content: "")])),
+    MultipartCase(
+        rule: "a field with no body, first, then a field (LF)",
+        boundary: "B",
+        body: Array("--B\nContent-Disposition: form-data; name=\"a\"\n\n--B\nContent-Disposition: form-data; name=\"b\"\n\nx\n--B--\n"),
+        expected: .parts([.init(name: "a", content: ""), .init(name: "b", content: "x")])),
+    MultipartCase(
+        rule: "a field with no body, alone and last, closes the body (LF)",
+        boundary: "B",
+        body: Array("--B\nContent-Disposition: form-data; name=\"a\"\n\n--B--"),
+        expected: .parts([.init(name: "a", content: "")])),
+    MultipartCase(
+        rule: "a file with no body, first, then a field (CRLF)",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"f\"; filename=\"e.bin\"\r\nContent-Type: application/x-empty\r\n\r\n--B0undary\r\n\(field("a", "1"))\r\n--B0undary--"),
+        expected: .parts([.init(name: "f", filename: "e.bin", contentType: "application/x-empty", content: ""), .init(name: "a", content: "1")])),
+    MultipartCase(
+        rule: "a file with no body, last after a field (CRLF)",
+        body: Array("--B0undary\r\n\(field("a", "1"))\r\n--B0undary\r\nContent-Disposition: form-data; name=\"f\"; filename=\"e.bin\"\r\n\r\n--B0undary--\r\n"),
+        expected: .parts([.init(name: "a", content: "1"), .init(name: "f", filename: "e.bin", content: "")])),
+    MultipartCase(
+        rule: "a file with no body, between two fields (LF)",
+        body: Array("--B0undary\nContent-Disposition: form-data; name=\"a\"\n\n1\n--B0undary\nContent-Disposition: form-data; name=\"f\"; filename=\"e.bin\"\n\n--B0undary\nContent-Disposition: form-data; name=\"b\"\n\n2\n--B0undary--\n"),
+        expected: .parts([.init(name: "a", content: "1"), .init(name: "f", filename: "e.bin", content: ""), .init(name: "b", content: "2")])),
+    MultipartCase(
+        rule: "headers ended by LF in a CRLF body, then the delimiter: an empty part",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"a\"\n\n--B0undary\r\n\(field("b", "2"))\r\n--B0undary--"),
+        expected: .parts([.init(name: "a", content: ""), .init(name: "b", content: "2")])),
+    MultipartCase(
+        rule: "an empty part's delimiter may carry transport padding",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n--B0undary \t\r\n\(field("b", "2"))\r\n--B0undary--"),
+        expected: .parts([.init(name: "a", content: ""), .init(name: "b", content: "2")])),
+    MultipartCase(
+        rule: "boundary look-alikes right after the headers are data, without a line end added",
+        body: Array("--B0undary\r\n\(field("a", "--B0undaryX"))\r\n--B0undary\r\n\(field("b", "--B0undary-x"))\r\n--B0undary\r\n\(field("c", "--B0undar"))\r\n--B0undary\r\n\(field("d", "-"))\r\n--B0undary--"),
+        expected: .parts([.init(name: "a", content: "--B0undaryX"), .init(name: "b", content: "--B0undary-x"),
+                          .init(name: "c", content: "--B0undar"), .init(name: "d", content: "-")])),
+    MultipartCase(
+        rule: "content that is a single line end is kept",
+        body: Array("--B0undary\r\n\(field("a", "\r\n"))\r\n--B0undary--"),
+        expected: .parts([.init(name: "a", content: "\r\n")])),
+
     // Content-Disposition
     MultipartCase(
         rule: "a valid filename* (UTF-8) wins over filename",
@@ -136,6 +188,14 @@ private let multipartCases: [MultipartCase] = [
         rule: "filename* in ISO-8859-1",
         body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"f\"; filename*=iso-8859-1'en'%A3%20rates.txt\r\n\r\nx\r\n--B0undary--"),
         expected: .parts([.init(name: "f", filename: "£ rates.txt", content: "x")])),
+    MultipartCase(
+        rule: "an empty filename* gives way to filename",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"f\"; filename=\"kept.txt\"; filename*=UTF-8''\r\n\r\nx\r\n--B0undary--"),
+        expected: .parts([.init(name: "f", filename: "kept.txt", content: "x")])),
+    MultipartCase(
+        rule: "an empty filename* alone makes a file with an empty name",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"f\"; filename*=UTF-8''\r\n\r\nx\r\n--B0undary--"),
+        expected: .parts([.init(name: "f", filename: "", content: "x")])),
     MultipartCase(
         rule: "an invalid filename* is ignored and does not blank filename",
         body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"f\"; filename*=UTF-8''bad%ZZ; filename=\"good.txt\"\r\n\r\nx\r\n--B0undary--"),
@@ -226,6 +286,14 @@ private let multipartCases: [MultipartCase] = [
         rule: "truncated inside a delimiter's held-back prefix",
         body: Array("--B0undary\r\n\(field("a", "12345"))\r\n--B0und"),
         expected: .error(.truncated(.data), part: 1)),
+    MultipartCase(
+        rule: "truncated right after a part's headers",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n"),
+        expected: .error(.truncated(.data), part: 1)),
+    MultipartCase(
+        rule: "truncated in a delimiter right after a part's headers",
+        body: Array("--B0undary\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n--B0undary"),
+        expected: .error(.truncated(.delimiterLine), part: 1)),
     MultipartCase(
         rule: "truncated after a delimiter",
         body: Array("--B0undary\r\n\(field("a", "1"))\r\n--B0undary"),
