@@ -71,6 +71,29 @@ struct UploadTests {
         #expect(server.uploadedNames() == ["empty.bin"])
     }
 
+    /// RFC 2046 §5.1.1: a part may end right after its headers; the issue's own bodies.
+    @Test(arguments: ["\r\n", "\n"])
+    func partsThatEndRightAfterTheirHeadersAreEmpty(_ lineEnd: String) throws {
+        let twoFields = "--B\(lineEnd)Content-Disposition: form-data; name=\"a\"\(lineEnd)\(lineEnd)--B\(lineEnd)Content-Disposition: form-data; name=\"b\"\(lineEnd)\(lineEnd)x\(lineEnd)--B--\(lineEnd)"
+        let fields = try #require(try postBody(Array(twoFields.utf8), contentType: "multipart/form-data; boundary=B", to: server.url("/upload")).json()["fields"] as? [[String: Any]])
+        #expect(fields.map { $0["name"] as? String } == ["a", "b"])
+        #expect(fields.map { $0["value"] as? String } == ["", "x"])
+
+        let emptyFileLast = "--B\(lineEnd)Content-Disposition: form-data; name=\"f\"; filename=\"e.bin\"\(lineEnd)\(lineEnd)--B--\(lineEnd)"
+        let result = try postBody(Array(emptyFileLast.utf8), contentType: "multipart/form-data; boundary=B", to: server.url("/upload"))
+        #expect(result.status == 200)
+        let files = try #require(try result.json()["files"] as? [[String: Any]])
+        #expect(files.first?["size"] as? Int == 0)
+        #expect(server.uploadedNames().contains("e.bin"))
+    }
+
+    @Test func anEmptyFilenameStarGivesWayToFilename() throws {
+        let body = "--B\r\nContent-Disposition: form-data; name=\"f\"; filename=\"kept.txt\"; filename*=UTF-8''\r\n\r\nx\r\n--B--\r\n"
+        let files = try #require(try postBody(Array(body.utf8), contentType: "multipart/form-data; boundary=B", to: server.url("/upload")).json()["files"] as? [[String: Any]])
+        #expect(files.first?["filename"] as? String == "kept.txt")
+        #expect(files.first?["url"] as? String == "/uploads/kept.txt")
+    }
+
     @Test func partsWithoutContentTypeGetTheDefaults() throws {
         let body = Array("--b\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nhi\r\n--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x.dat\"\r\n\r\nxyz\r\n--b--\r\n".utf8)
         let result = try postBody(body, contentType: "multipart/form-data; boundary=b", to: server.url("/upload"))
