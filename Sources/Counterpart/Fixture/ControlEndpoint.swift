@@ -3,7 +3,7 @@
 /// only loopback clients unless the server allows remote control.
 struct ControlEndpoint: Sendable {
     let journal: RequestJournal
-    let store: UploadStore
+    let store: any UploadStorage
     let faults: FaultsControl
     let touch: TouchEndpoint
     let allowsRemoteControl: Bool

@@ -6,7 +6,7 @@ import HTTPTransfer
 /// becomes a file in the uploads folder, named from its `filename` metadata.
 struct TusEndpoint: Sendable {
     let store: ResumableStore
-    let uploads: UploadStore
+    let uploads: any UploadStorage
     let maxSize: UInt64
     let maxDrainBytes: UInt64
 
@@ -180,10 +180,10 @@ struct TusEndpoint: Sendable {
         guard let digest = SHA256.hex(ofFile: path) else { throw .io("cannot read the upload back") }
         let name = SafeFilename.make(from: upload.metadata["filename"].flatMap { $0.flatMap(Self.text) } ?? "")
         let stored: String
-        do throws(StoreError) {
-            stored = try uploads.place(path, as: name)
+        do throws(StorageError) {
+            stored = try uploads.importFile(at: path, as: name)
             unlink(path)
-            try uploads.syncFolder()
+            try uploads.syncNames()
         } catch {
             throw error.isOutOfSpace ? .insufficientStorage(error.description) : .io(error.description)
         }

@@ -20,7 +20,7 @@ public final class CounterpartServer: Sendable {
     /// (`configuration.faultRules`, `POST /__counterpart/faults`, `faults.arm(…)`).
     public let faults: ServerFaults
     private let daemon: MicroHTTPDDaemon
-    private let store: UploadStore
+    private let store: LocalUploadStore
     private let resumable: ResumableStore
     private let sweeper: PeriodicTask
     private let stopped = Mutex(false)
@@ -47,7 +47,7 @@ public final class CounterpartServer: Sendable {
     public init(_ configuration: Configuration) throws(StartError) {
         self.configuration = configuration
         let root = try ServedFolder(path: configuration.root)
-        store = try UploadStore(folder: configuration.uploads, keepFree: configuration.minFreeDiskBytes, sync: configuration.sync)
+        store = try LocalUploadStore(folder: configuration.uploads, keepFree: configuration.minFreeDiskBytes, sync: configuration.sync)
         let uploadsFolder = try ServedFolder(path: store.folder)
         store.removeStaleTemporaryFiles()
         resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits, freeSpace: store.freeSpace,
@@ -61,9 +61,11 @@ public final class CounterpartServer: Sendable {
             maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
             maxDrainBytes: configuration.maxDrainBytes))
         let rootFiles = StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
-                                    fileHeaders: [], rangePolicy: configuration.rangePolicy)
+                                    fileHeaders: [], rangePolicy: configuration.rangePolicy,
+                                    unservedPrefix: LocalUploadStore.temporaryPrefix)
         let uploadedFiles = StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
-                                        fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy)
+                                        fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy,
+                                        unservedPrefix: LocalUploadStore.temporaryPrefix)
         let router = Router(
             root: rootFiles,
             uploadedFiles: uploadedFiles,

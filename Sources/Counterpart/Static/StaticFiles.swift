@@ -16,6 +16,9 @@ struct StaticFiles: Sendable {
     /// uploaded: they must not run as pages of this origin).
     let fileHeaders: [HTTPField]
     let rangePolicy: RangePolicy
+    /// Names that are never served, wherever they are: the uploads in progress of a local
+    /// store (`LocalUploadStore.temporaryPrefix`), which may sit inside the root.
+    var unservedPrefix: String? = nil
     /// What answers for each file share (and small files' plain answers), kept while the
     /// file stays as it was.
     let cache = FileResponseCache()
@@ -42,7 +45,9 @@ struct StaticFiles: Sendable {
     /// Whether names like these may be served here: an upload in progress never is,
     /// wherever the uploads folder is, nor a hidden name where they are hidden.
     private func serves(_ segments: [String]) -> Bool {
-        !segments.contains { $0.hasPrefix(UploadStore.temporaryPrefix) || (hidesDotFiles && $0.hasPrefix(".")) }
+        !segments.contains { segment in
+            (hidesDotFiles && segment.hasPrefix(".")) || unservedPrefix.map { segment.hasPrefix($0) } == true
+        }
     }
 
     private static func relativePath(_ segments: [String]) -> String {

@@ -2,7 +2,7 @@
 /// component (after `/` or `\`), without control or invisible formatting characters
 /// (right-to-left overrides included), without leading dots or spaces, at most
 /// `maxBytes` of UTF-8 (an extension of up to 32 bytes kept), and never empty. A name
-/// that is taken gets a `-N` suffix, which may add a few bytes (`UploadStore.commit`).
+/// that is taken gets a `-N` suffix, which may add a few bytes (`StoredNames`).
 enum SafeFilename {
     static let maxBytes = 200
     static let fallback = "upload"

@@ -3,7 +3,7 @@ import HTTPTransfer
 /// `POST /upload`: `multipart/form-data` parsed as it arrives, files streamed to the
 /// upload store, the parts reported back as JSON (or HTML for a browser).
 struct UploadEndpoint: Sendable {
-    let store: UploadStore
+    let store: any UploadStorage
     let limits: UploadLimits
 
     func respond(to head: RequestHead) -> RequestAction {
@@ -47,7 +47,7 @@ struct UploadEndpoint: Sendable {
             return .answered(UploadFailure.tooLarge(limits.maxBodyBytes, declared: declared))
         }
         do {
-            try store.freeSpace.ensureRoom(for: declared ?? 0)
+            try store.ensureRoom(for: declared ?? 0)
         } catch {
             return .answered(UploadFailure.response(for: error))
         }
@@ -100,8 +100,8 @@ enum UploadFailure {
             return Response.error(400, error.description)
         case let error as MultipartError:
             return Response.error(error.isSizeLimit ? 413 : 400, error.description)
-        case let error as StoreError:
-            return Response.error(error.isOutOfSpace ? 507 : 500, error.description)
+        case let error as StorageError:
+            return Response.error(error.status, error.description)
         default:
             return Response.error(500, "the upload failed: \(error)")
         }
@@ -131,7 +131,7 @@ final class UploadReceiver: RequestBodyReceiver {
         var sha256: String
     }
 
-    private let store: UploadStore
+    private let store: any UploadStorage
     private let limits: UploadLimits
     private let answersHTML: Bool
     private var parser: FormDataParser
@@ -150,7 +150,7 @@ final class UploadReceiver: RequestBodyReceiver {
     private var fields: [(name: String, value: [UInt8])] = []
     private var files: [StoredFile] = []
 
-    init(store: UploadStore, limits: UploadLimits, boundary: MultipartBoundary, answersHTML: Bool) {
+    init(store: any UploadStorage, limits: UploadLimits, boundary: MultipartBoundary, answersHTML: Bool) {
         self.store = store
         self.limits = limits
         self.answersHTML = answersHTML
@@ -182,7 +182,7 @@ final class UploadReceiver: RequestBodyReceiver {
                 try parser.finish()
                 try storeFinishingFile()
                 // The answer promises the files: their names must survive a crash too.
-                if !files.isEmpty { try store.syncFolder() }
+                if !files.isEmpty { try store.syncNames() }
             } catch {
                 fail(UploadFailure.response(for: error))
             }
@@ -226,7 +226,7 @@ final class UploadReceiver: RequestBodyReceiver {
         guard let (sink, part) = finishing else { return }
         // Should hashing or storing fail, `finishing` is still set and is discarded.
         let digest = try sink.digest()
-        let name = try store.commit(sink, as: SafeFilename.make(from: part.filename ?? ""))
+        let name = try sink.commit(as: SafeFilename.make(from: part.filename ?? ""))
         finishing = nil
         files.append(StoredFile(part: part, storedName: name, size: sink.size, sha256: digest))
         receivedParts.append(Self.receipt(of: part, size: sink.size, sha256: digest))

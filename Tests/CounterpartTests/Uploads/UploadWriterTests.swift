@@ -15,7 +15,7 @@ private func createFile(_ name: String, in folder: URL) throws -> (path: String,
 private func writeThrough(_ bytes: [UInt8], pieces: [Int], budget: ChunkBudget, in folder: URL) throws -> (digest: String, file: [UInt8]) {
     let (path, descriptor) = try createFile(UUID().uuidString, in: folder)
     defer { close(descriptor) }
-    let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+    let writer = UploadWriter(destination: fileDestination(descriptor), budget: budget)
     var from = 0, index = 0
     try bytes.withUnsafeBytes { all in
         while from < all.count {
@@ -81,7 +81,7 @@ struct UploadWriterTests {
         let files = try (0..<3).map { try createFile("file-\($0)", in: folder) }
         let (paths, descriptors) = (files.map(\.path), files.map(\.descriptor))
         defer { descriptors.forEach { close($0) } }
-        let writers = descriptors.map { UploadWriter(descriptor: $0, sync: .none, budget: budget) }
+        let writers = descriptors.map { UploadWriter(destination: fileDestination($0), budget: budget) }
         var sent = [0, 0, 0]
         func send(_ index: Int, upTo end: Int) throws {
             try contents[index][sent[index]..<end].withUnsafeBytes { try writers[index].append($0) }
@@ -110,7 +110,7 @@ struct UploadWriterTests {
         let (path, descriptor) = try createFile("direct", in: folder)
         defer { close(descriptor) }
         let supported = Platform.setPageCacheBypass(descriptor, true) && Platform.setPageCacheBypass(descriptor, false)
-        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: ChunkBudget(chunks: 3))
+        let writer = UploadWriter(destination: fileDestination(descriptor), budget: ChunkBudget(chunks: 3))
         let bytes = [UInt8](testBytes(count: Self.head + 2 * Self.chunk + 100))
         try bytes[0..<(Self.head + Self.chunk + 1)].withUnsafeBytes { try writer.append($0) }
         #expect(Platform.bypassesPageCache(descriptor) == (supported && !Platform.usesPortableFallbacks))
@@ -132,7 +132,7 @@ struct UploadWriterTests {
         let (path, descriptor) = try createFile("finishing", in: folder)
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
-        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+        let writer = UploadWriter(destination: fileDestination(descriptor), budget: budget)
         let bytes = [UInt8](testBytes(count: size, seed: 9))
         try bytes.withUnsafeBytes { try writer.append($0) }
         try writer.startFinishing()
@@ -145,9 +145,9 @@ struct UploadWriterTests {
 
         let full = open("/dev/full", O_WRONLY | O_CLOEXEC)
         defer { close(full) }
-        let failing = UploadWriter(descriptor: full, sync: .none, budget: budget)
+        let failing = UploadWriter(destination: fileDestination(full), budget: budget)
         #expect(Self.failure(appending: bytes, to: failing)?.isOutOfSpace == true)
-        #expect(throws: POSIX.Failure.self) { try failing.finish() }
+        #expect(throws: StorageError.self) { try failing.finish() }
         #expect(budget.unused == 1 + UploadWriter.spares)
     }
 
@@ -162,7 +162,7 @@ struct UploadWriterTests {
         let again = (0..<3).compactMap { _ in budget.take() }
         let kept = Set(taken.prefix(2).map { UInt(bitPattern: $0.baseAddress) })
         #expect(Set(again.prefix(2).map { UInt(bitPattern: $0.baseAddress) }) == kept)
-        #expect(again.allSatisfy { $0.count == UploadWriter.chunkSize && Int(bitPattern: $0.baseAddress) % ChunkOutput.blockSize == 0 })
+        #expect(again.allSatisfy { $0.count == UploadWriter.chunkSize && Int(bitPattern: $0.baseAddress) % LocalFileDestination.blockSize == 0 })
         #expect(budget.unused == 2)
         again.forEach { budget.give($0) }
     }
@@ -173,7 +173,7 @@ struct UploadWriterTests {
         let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
         let (path, descriptor) = try createFile("cancelled", in: folder)
         defer { close(descriptor) }
-        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+        let writer = UploadWriter(destination: fileDestination(descriptor), budget: budget)
         let bytes = [UInt8](testBytes(count: Self.head + 3 * Self.chunk + 10))
         try bytes.withUnsafeBytes { try writer.append($0) }
         #expect(budget.unused == 0)
@@ -195,7 +195,7 @@ struct UploadWriterTests {
         try #require(descriptor >= 0)
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: chunks)
-        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+        let writer = UploadWriter(destination: fileDestination(descriptor), budget: budget)
         #expect(Self.failure(appending: [UInt8](testBytes(count: 4 * Self.chunk)), to: writer)?.isOutOfSpace == true)
         writer.cancel()
         #expect(budget.unused == chunks)
@@ -212,7 +212,7 @@ struct UploadWriterTests {
         let descriptor = try createFile("filling", in: folder).descriptor
         defer { close(descriptor) }
         let budget = ChunkBudget(chunks: 1 + UploadWriter.spares)
-        let writer = UploadWriter(descriptor: descriptor, sync: .none, budget: budget)
+        let writer = UploadWriter(destination: fileDestination(descriptor), budget: budget)
         let bytes = [UInt8](testBytes(count: size))
         try bytes[0..<Self.head].withUnsafeBytes { try writer.append($0) }
         // From here on every write of this descriptor goes to /dev/full.
@@ -226,7 +226,7 @@ struct UploadWriterTests {
     }
 
     /// Appends `bytes` in 100,000-byte pieces and finishes: the failure, if any.
-    private static func failure(appending bytes: [UInt8], to writer: UploadWriter) -> POSIX.Failure? {
+    private static func failure(appending bytes: [UInt8], to writer: UploadWriter) -> StorageError? {
         do {
             for offset in stride(from: 0, to: bytes.count, by: 100_000) {
                 try bytes[offset..<min(offset + 100_000, bytes.count)].withUnsafeBytes { try writer.append($0) }
@@ -234,7 +234,14 @@ struct UploadWriterTests {
             _ = try writer.finish()
             return nil
         } catch {
-            return error as? POSIX.Failure
+            return error as? StorageError
         }
+    }
+}
+
+/// A local file destination over `descriptor`, outside any store (these tests never commit).
+private func fileDestination(_ descriptor: Int32) -> LocalFileDestination {
+    LocalFileDestination(path: "/dev/null", descriptor: descriptor, sync: .none) { _, _ throws(StorageError) in
+        throw StorageError(.failed, "not in a store")
     }
 }

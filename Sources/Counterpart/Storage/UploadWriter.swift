@@ -1,8 +1,8 @@
 import Foundation
 import Synchronization
 
-/// Writes an upload's file and its SHA-256, hashing the bytes in memory on their way to the
-/// disk: the file is never read back.
+/// Writes an upload's file and its SHA-256, hashing the bytes in memory on their way to
+/// their storage (`UploadDestination`): the file is never read back.
 ///
 /// A file's first `unchunkedBytes` are hashed and written as they come (most form uploads
 /// are that small). Past them, bytes gather in chunks of `chunkSize`, and the file gets two
@@ -39,10 +39,10 @@ final class UploadWriter {
     private var askedForChunk = false
     private var askedForPipeline = false
     private var finishing = false
-    private var outcome: Result<String, POSIX.Failure>?
+    private var outcome: Result<String, StorageError>?
 
-    init(descriptor: Int32, sync: SyncMode, budget: ChunkBudget = UploadWriter.budget) {
-        output = ChunkOutput(descriptor: descriptor, sync: sync)
+    init(destination: any UploadDestination, budget: ChunkBudget = UploadWriter.budget) {
+        output = ChunkOutput(destination: destination)
         self.budget = budget
     }
 
@@ -52,11 +52,11 @@ final class UploadWriter {
     deinit { cancel() }
 
     /// Appends `bytes`. After a failure every call fails the same way, `finish()` too.
-    func append(_ bytes: UnsafeRawBufferPointer) throws(POSIX.Failure) {
-        try recordingFailure { () throws(POSIX.Failure) in try add(bytes) }
+    func append(_ bytes: UnsafeRawBufferPointer) throws(StorageError) {
+        try recordingFailure { () throws(StorageError) in try add(bytes) }
     }
 
-    private func add(_ bytes: UnsafeRawBufferPointer) throws(POSIX.Failure) {
+    private func add(_ bytes: UnsafeRawBufferPointer) throws(StorageError) {
         var from = 0
         if size < Self.unchunkedBytes {
             from = min(bytes.count, Int(Self.unchunkedBytes - size))
@@ -83,7 +83,7 @@ final class UploadWriter {
     }
 
     /// Hashes and writes `bytes` on this thread, at the end of the file.
-    private func writeNow(_ bytes: UnsafeRawBufferPointer) throws(POSIX.Failure) {
+    private func writeNow(_ bytes: UnsafeRawBufferPointer) throws(StorageError) {
         try output.write(bytes, at: size)
         size += UInt64(bytes.count)
     }
@@ -91,11 +91,11 @@ final class UploadWriter {
     /// No byte comes after the ones appended: hands the last chunk to the upload's threads
     /// and returns at once, so that the receiving thread reads on while they hash and write
     /// it; without threads, writes it here. `finish()` then waits for the digest.
-    func startFinishing() throws(POSIX.Failure) {
-        try recordingFailure { () throws(POSIX.Failure) in try handOverTheRest() }
+    func startFinishing() throws(StorageError) {
+        try recordingFailure { () throws(StorageError) in try handOverTheRest() }
     }
 
-    private func handOverTheRest() throws(POSIX.Failure) {
+    private func handOverTheRest() throws(StorageError) {
         guard !finishing else { return }
         finishing = true
         if let pipeline {
@@ -112,9 +112,9 @@ final class UploadWriter {
 
     /// Writes what is left, waits until it is written, and returns the digest of the whole
     /// file, or the failure; asked again, the same.
-    func finish() throws(POSIX.Failure) -> String {
+    func finish() throws(StorageError) -> String {
         if outcome == nil {
-            outcome = Result { () throws(POSIX.Failure) -> String in
+            outcome = Result { () throws(StorageError) -> String in
                 defer { releaseChunks() }
                 try startFinishing()
                 if let failure = stopPipeline(cancelling: false) { throw failure }
@@ -126,9 +126,9 @@ final class UploadWriter {
 
     /// Runs `step`; a failure, its own or an earlier one, ends the file: its threads stop
     /// and the failure is the file's outcome.
-    private func recordingFailure(_ step: () throws(POSIX.Failure) -> Void) throws(POSIX.Failure) {
+    private func recordingFailure(_ step: () throws(StorageError) -> Void) throws(StorageError) {
         if case .failure(let failure)? = outcome { throw failure }
-        do throws(POSIX.Failure) {
+        do throws(StorageError) {
             try step()
         } catch {
             outcome = .failure(error)
@@ -145,8 +145,8 @@ final class UploadWriter {
 
     /// The chunk is full: hands it to the upload's threads for an empty one, or hashes and
     /// writes it here.
-    private func handOver() throws(POSIX.Failure) {
-        output.startBypassingPageCache()
+    private func handOver() throws(StorageError) {
+        output.startWholeChunks()
         if !askedForPipeline {
             askedForPipeline = true
             let spares = (0..<Self.spares).compactMap { _ in budget.take() }
@@ -163,7 +163,7 @@ final class UploadWriter {
 
     /// Waits until the upload's threads have written what they were given (or, cancelling,
     /// dropped it) and ended; their failure, if any.
-    private func stopPipeline(cancelling: Bool) -> POSIX.Failure? {
+    private func stopPipeline(cancelling: Bool) -> StorageError? {
         guard let pipeline else { return nil }
         self.pipeline = nil
         let (spares, failure) = pipeline.stop(cancelling: cancelling)
@@ -211,7 +211,7 @@ final class ChunkBudget: Sendable {
             return (true, pool.free.popLast())
         }
         guard granted else { return nil }
-        return chunk ?? .allocate(byteCount: UploadWriter.chunkSize, alignment: ChunkOutput.blockSize)
+        return chunk ?? .allocate(byteCount: UploadWriter.chunkSize, alignment: LocalFileDestination.blockSize)
     }
 
     func give(_ chunk: UnsafeMutableRawBufferPointer?) {
@@ -226,37 +226,21 @@ final class ChunkBudget: Sendable {
     }
 }
 
-/// An upload's file and hasher. Bytes are hashed in the file's order, by one thread at a
-/// time; they are stored by one thread at a time: the receiving thread, or the upload's own
-/// while they run.
+/// An upload's hasher and destination. Bytes are hashed in the file's order, by one thread
+/// at a time; they are stored by one thread at a time: the receiving thread, or the
+/// upload's own while they run. The SHA-256 is taken here, above the storage seam, so that
+/// every backend reports the same digest of the same bytes.
 final class ChunkOutput: @unchecked Sendable {
-    /// Direct I/O writes whole blocks from aligned memory at aligned offsets; 4 KiB suits
-    /// every device.
-    static let blockSize = 4096
-    /// Bytes written through the page cache between two starts of write-back.
-    static let writeBackInterval: UInt64 = 8 << 20
-
-    private let descriptor: Int32
+    private let destination: any UploadDestination
     private let hasher = SHA256()
-    private let sync: SyncMode
-    /// Whether writes now bypass the page cache.
-    private var bypassing = false
-    private var triedBypassing = false
-    /// Bytes written through the page cache since write-back was last started, and where
-    /// that write-back ended.
-    private var cachedSinceWriteBack: UInt64 = 0
-    private var writtenBackTo: UInt64 = 0
 
-    init(descriptor: Int32, sync: SyncMode) {
-        self.descriptor = descriptor
-        self.sync = sync
+    init(destination: any UploadDestination) {
+        self.destination = destination
     }
 
-    /// From now on whole blocks bypass the page cache, if the file system allows it.
-    func startBypassingPageCache() {
-        guard !triedBypassing else { return }
-        triedBypassing = true
-        bypassing = Platform.setPageCacheBypass(descriptor, true)
+    /// From now on bytes come in whole chunks (see `UploadDestination.startWholeChunks`).
+    func startWholeChunks() {
+        destination.startWholeChunks()
     }
 
     func hash(_ bytes: UnsafeRawBufferPointer) {
@@ -264,7 +248,7 @@ final class ChunkOutput: @unchecked Sendable {
     }
 
     /// Hashes `bytes` and stores them at `offset`, on one thread (no upload threads running).
-    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(POSIX.Failure) {
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
         hash(bytes)
         try store(bytes, at: offset)
     }
@@ -274,44 +258,8 @@ final class ChunkOutput: @unchecked Sendable {
         hasher.finish()
     }
 
-    /// Writes `bytes` at `offset`: whole blocks past the page cache while allowed, a tail
-    /// (the file's last bytes) through it.
-    func store(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(POSIX.Failure) {
-        var written = 0
-        while written < bytes.count {
-            let start = bytes.baseAddress! + written
-            var count = bytes.count - written
-            if bypassing {
-                count &= ~(Self.blockSize - 1)
-                let aligned = Int(bitPattern: start) % Self.blockSize == 0 && (offset + UInt64(written)) % UInt64(Self.blockSize) == 0
-                if count == 0 || !aligned {
-                    try stopBypassing()
-                    continue
-                }
-            }
-            let result = POSIX.retryingInterrupts { pwrite(descriptor, start, count, off_t(offset + UInt64(written))) }
-            if result < 0, bypassing, errno == EINVAL {
-                // A file system may take the flag and still refuse a direct write.
-                try stopBypassing()
-                continue
-            }
-            guard result > 0 else { throw result == 0 ? POSIX.Failure(code: EIO) : .last }
-            written += result
-            if !bypassing { cachedSinceWriteBack += UInt64(result) }
-        }
-        if cachedSinceWriteBack >= Self.writeBackInterval {
-            // Start writing the cached bytes out now (without waiting), so that the fsync at
-            // the end has little left to do instead of all of them.
-            let end = offset + UInt64(bytes.count)
-            sync.startWriteBack(descriptor, offset: writtenBackTo, count: end - writtenBackTo)
-            writtenBackTo = end
-            cachedSinceWriteBack = 0
-        }
-    }
-
-    private func stopBypassing() throws(POSIX.Failure) {
-        bypassing = false
-        guard Platform.setPageCacheBypass(descriptor, false) || Platform.usesPortableFallbacks else { throw .last }
+    func store(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
+        try destination.store(bytes, at: offset)
     }
 }
 
@@ -337,7 +285,7 @@ private final class ChunkPipeline: Sendable {
         var toHash: [Job] = []
         var toWrite: [Job] = []
         var empty: [UnsafeMutableRawBufferPointer] = []
-        var failure: POSIX.Failure?
+        var failure: StorageError?
         /// The file is being discarded: chunks still queued are dropped, not hashed or written.
         var cancelled = false
         var stopRequested = false
@@ -377,9 +325,9 @@ private final class ChunkPipeline: Sendable {
                     ended.signal()
                     return
                 }
-                var result: POSIX.Failure?
+                var result: StorageError?
                 if queues.withLock({ $0.failure == nil && !$0.cancelled }) {
-                    do throws(POSIX.Failure) {
+                    do throws(StorageError) {
                         try output.store(UnsafeRawBufferPointer(rebasing: chunk[0..<count]), at: offset)
                     } catch {
                         result = error
@@ -395,7 +343,7 @@ private final class ChunkPipeline: Sendable {
     }
 
     /// Hands over a full chunk and returns an empty one, once one is.
-    func exchange(full chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(POSIX.Failure) -> UnsafeMutableRawBufferPointer {
+    func exchange(full chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(StorageError) -> UnsafeMutableRawBufferPointer {
         try handOver(chunk, count: count, offset: offset)
         empty.wait()
         return queues.withLock { $0.empty.removeLast() }
@@ -403,7 +351,7 @@ private final class ChunkPipeline: Sendable {
 
     /// Hands over a chunk for good: the file's last one stays with the threads until they
     /// end. After a failure the chunk stays the caller's, to give back with the others.
-    func handOver(_ chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(POSIX.Failure) {
+    func handOver(_ chunk: UnsafeMutableRawBufferPointer, count: Int, offset: UInt64) throws(StorageError) {
         if let failure = queues.withLock({ $0.failure }) { throw failure }
         queues.withLock { $0.toHash.append(.chunk(chunk, count: count, offset: offset)) }
         toHash.signal()
@@ -424,7 +372,7 @@ private final class ChunkPipeline: Sendable {
 
     /// Ends the threads (see `requestStop`) and waits for them; returns the chunks they
     /// held and their failure, if any.
-    func stop(cancelling: Bool) -> ([UnsafeMutableRawBufferPointer], POSIX.Failure?) {
+    func stop(cancelling: Bool) -> ([UnsafeMutableRawBufferPointer], StorageError?) {
         requestStop(cancelling: cancelling)
         ended.wait()
         return queues.withLock { ($0.empty, $0.failure) }

@@ -18,12 +18,12 @@ struct FreeSpace: Sendable {
     }
 
     /// Throws (as out of space) when writing `bytes` more would leave less than `keep` free.
-    func ensureRoom(for bytes: UInt64) throws(StoreError) {
+    func ensureRoom(for bytes: UInt64) throws(StorageError) {
         guard keep > 0, let available = available() else { return }
         let (needed, overflow) = bytes.addingReportingOverflow(keep)
         guard overflow || available < needed else { return }
         let what = bytes > 0 ? "\(bytes) bytes more would leave" : "it has"
-        throw StoreError(code: ENOSPC, description:
+        throw StorageError(.outOfSpace,
             "the uploads folder's filesystem has \(available) bytes free; \(what) less than the \(keep) this server keeps free")
     }
 }
