@@ -17,11 +17,11 @@ final class ResumableAppend: RequestBodyReceiver {
 
     private let session: ResumableSession
     private var store: ResumableStore { session.store }
-    private let claim: ResumableStore.WriteClaim
+    private let claim: ResumableLocker.Claim
     private var id: String { claim.id }
     private let start: UInt64
     private let limit: UInt64
-    private let file: OpenFile
+    private let appender: any ResumableAppender
     private let checksum: (digest: MessageDigest, expected: [UInt8])?
     private let conclude: Conclusion
     /// The request's connection, shut down when a newer request takes the upload over.
@@ -38,7 +38,7 @@ final class ResumableAppend: RequestBodyReceiver {
     /// Appends to `upload`, taken for writing by `claim` (let go of when the answer is
     /// made, or when this is dropped), from its durable offset, at most
     /// `limit` bytes; `declared` (the request's `Content-Length`) must fit on the disk.
-    init(session: ResumableSession, claim: ResumableStore.WriteClaim, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?,
+    init(session: ResumableSession, claim: ResumableLocker.Claim, upload: ResumableStore.Upload, limit: UInt64, declared: UInt64?,
          connection: WatchedConnection?, checksum: (MessageDigest, [UInt8])?, conclude: @escaping Conclusion) throws(ResumableStore.Failure) {
         self.session = session
         self.connection = connection
@@ -48,7 +48,7 @@ final class ResumableAppend: RequestBodyReceiver {
         self.checksum = checksum.map { ($0.0, $0.1) }
         self.conclude = conclude
         try session.store.ensureRoom(for: min(declared ?? 0, limit))
-        file = try session.store.openForAppending(upload.id, at: upload.offset)
+        appender = try session.store.appender(upload.id, at: upload.offset)
         claim.allowTakeover { [weak self] in self?.yieldToNewer() }
     }
 
@@ -70,13 +70,13 @@ final class ResumableAppend: RequestBodyReceiver {
                 checkedSpaceAt = written
             }
             checksum?.digest.update(chunk)
-            try ResumableStore.writeAll(file.borrowed, chunk)
+            do { try appender.write(chunk) } catch { throw ResumableStore.Failure.storage(error) }
             written += UInt64(chunk.count)
             // A long request moves the durable offset as it goes, so that a client that
             // loses its connection resumes near where it was — unless a checksum must vouch
             // for the whole chunk first.
             if checksum == nil, written - committed >= Self.commitInterval {
-                _ = try store.commitWrite(id, file: file.borrowed, offset: start + written)
+                _ = try store.commitWrite(id, appender, offset: start + written)
                 committed = written
             }
         } catch {
@@ -121,7 +121,7 @@ final class ResumableAppend: RequestBodyReceiver {
     }
 
     private func end(keepingWhatCame: Bool) throws(ResumableStore.Failure) -> Outcome {
-        guard !ended else { throw .io("the request ended twice") }
+        guard !ended else { throw .storage(StorageError(.failed, "the request ended twice")) }
         ended = true
         if let failure {
             truncate(to: start + committed)
@@ -129,21 +129,21 @@ final class ResumableAppend: RequestBodyReceiver {
         }
         if discarded > 0 {
             truncate(to: start + committed)
-            return .tooLarge(try store.commitWrite(id, file: file.borrowed, offset: start + committed), limit: limit)
+            return .tooLarge(try store.commitWrite(id, appender, offset: start + committed), limit: limit)
         }
         if let checksum, keepingWhatCame || checksum.digest.finish() != checksum.expected {
             truncate(to: start)
-            return .checksumMismatch(try store.commitWrite(id, file: file.borrowed, offset: start))
+            return .checksumMismatch(try store.commitWrite(id, appender, offset: start))
         }
         // A client that left resumes with a HEAD then a PATCH: the offset it reads must come
         // with the upload free to write (otherwise 409/423 by a hair), so the commit lets go
         // of it. A request that goes on to conclude keeps it until it has answered.
-        return .appended(try store.commitWrite(id, file: file.borrowed, offset: start + written,
+        return .appended(try store.commitWrite(id, appender, offset: start + written,
                                                releasing: keepingWhatCame ? claim : nil))
     }
 
-    /// Cuts the data file back to `offset` (a rejected chunk).
+    /// Cuts the data back to `offset` (a rejected chunk).
     private func truncate(to offset: UInt64) {
-        _ = ftruncate(file.borrowed, off_t(offset))
+        appender.truncate(to: offset)
     }
 }

@@ -52,7 +52,7 @@ struct ResumableSession {
     func append(to upload: ResumableStore.Upload, from head: RequestHead, recording length: UInt64? = nil, limit: UInt64,
                 checksum: (MessageDigest, [UInt8])? = nil, interim: [InformationalResponse] = [],
                 conclude: @escaping ResumableAppend.Conclusion) -> RequestAction {
-        guard let claim = store.claim(upload.id, takingOver: Self.takesOver(head)) else { return .respond(busy(upload)) }
+        guard let claim = store.locker.claim(upload.id, takingOver: Self.takesOver(head)) else { return .respond(busy(upload)) }
         // A request that found the upload busy a moment ago must not append to bytes it did
         // not see, nor to an upload another request has completed or removed. (Only the
         // progress counts: a writer that let go saved its offset and moved the expiry.)
@@ -74,7 +74,7 @@ struct ResumableSession {
 
     /// Removes the upload, unless another request is writing to it.
     func cancel(_ upload: ResumableStore.Upload) -> Response {
-        guard let claim = store.claim(upload.id) else { return busy(upload) }
+        guard let claim = store.locker.claim(upload.id) else { return busy(upload) }
         store.remove(upload.id)
         claim.release()
         return answer(204)
@@ -115,8 +115,7 @@ struct ResumableSession {
         case .expired: return answer(410, error: "the upload has expired")
         case .takenOver: return answer(409, error: "a newer request took this upload over: ask its offset")
         case .tooMany(let limit): return answer(503, error: "the server already has \(limit) uploads in progress")
-        case .insufficientStorage(let reason): return answer(507, error: reason, upload: upload)
-        case .io(let reason): return answer(500, error: reason, upload: upload)
+        case .storage(let error): return answer(error.status, error: error.description, upload: upload)
         }
     }
 

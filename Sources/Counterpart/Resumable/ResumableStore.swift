@@ -3,11 +3,11 @@ import HTTPTransfer
 import Synchronization
 
 /// Uploads that arrive over several requests (tus, and the IETF resumable uploads that
-/// URLSession speaks): each one a data file and a small state file in a hidden folder of
-/// the uploads folder, so that an upload survives a restart and a `kill -9`.
+/// URLSession speaks): the rules — offsets, expiry, limits — over a `ResumableStorage` that
+/// keeps each one's state and bytes, so that an upload survives a restart and a `kill -9`.
 ///
-/// The offset an upload reports is what is durably written: the data file is synced
-/// before the offset moves. One request at a time may write to an upload.
+/// The offset an upload reports is what is durably written: the data is synced before the
+/// offset moves. One request at a time may write to an upload (`ResumableLocker`).
 final class ResumableStore: Sendable {
     /// What is known of one upload.
     struct Upload: Codable, Equatable, Sendable {
@@ -74,40 +74,27 @@ final class ResumableStore: Sendable {
         /// A newer request took the upload over while this one was silent.
         case takenOver
         case tooMany(limit: Int)
-        /// Writing would go below the free space kept on the disk (507).
-        case insufficientStorage(String)
-        case io(String)
+        /// The storage failed (507 when out of room).
+        case storage(StorageError)
     }
 
-    let folder: String
     let limits: ResumableLimits
-    let freeSpace: FreeSpace
+    let storage: any ResumableStorage
+    /// Who writes to which upload, and the takeover of a silent writer.
+    let locker = ResumableLocker()
     private let uploads = Mutex<[String: Upload]>([:])
-    fileprivate let writers = Mutex<[String: WriteClaim]>([:])
-    /// Held while an upload's state is saved (locks in this order: saving, uploads, writers).
+    /// Held while an upload's state is saved (locks in this order: saving, uploads, the locker's).
     private let saving = Mutex(())
 
-    /// Whether offsets and states are synced before they count (`full`) or not (`none`).
-    let sync: SyncMode
-
-    init(uploadsFolder: String, limits: ResumableLimits, freeSpace: FreeSpace, sync: SyncMode = .full) {
-        self.sync = sync
-        folder = uploadsFolder + "/" + Self.folderName
+    init(storage: any ResumableStorage, limits: ResumableLimits) {
+        self.storage = storage
         self.limits = limits
-        self.freeSpace = freeSpace
         var loaded: [String: Upload] = [:]
-        for name in FileSystem.names(in: folder) where name.hasSuffix(Self.temporarySuffix) {
-            // A save cut short by a crash: the state it was replacing is still there.
-            unlink(folder + "/" + name)
-        }
-        for name in FileSystem.names(in: folder) where name.hasSuffix(".json") {
-            let id = String(name.dropLast(5))
-            guard var upload = try? JSONDecoder().decode(Upload.self, from: Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))) else {
-                continue
-            }
-            // After a crash the data file may hold more than the state says: what is there,
+        for (id, state) in storage.loadStates() {
+            guard var upload = try? JSONDecoder().decode(Upload.self, from: Data(state)) else { continue }
+            // After a crash the data may hold more than the state says: what is there,
             // synced now, is durable.
-            if upload.storedName == nil, upload.answer == nil, let size = Self.syncedSize(of: dataPath(id), sync: sync) {
+            if upload.storedName == nil, upload.answer == nil, let size = storage.durableLength(of: id) {
                 upload.offset = upload.length.map { min($0, size) } ?? size
             }
             loaded[id] = upload
@@ -115,18 +102,12 @@ final class ResumableStore: Sendable {
         uploads.withLock { $0 = loaded }
     }
 
-    static let folderName = ".resumable"
-    private static let temporarySuffix = ".tmp"
-    private static let saves = AtomicCounter()
-
     // MARK: - Uploads
 
     func create(kind: ResumableStore.Upload.Kind, length: UInt64?, metadata: [String: String?] = [:],
                 concatenation: Upload.Concatenation? = nil, requestHeaders: [[String]]? = nil,
                 interopVersion: Int? = nil, owner: String? = nil) throws(Failure) -> Upload {
         try ensureRoom(for: length ?? 0)
-        // Made with the first resumable upload: an uploads folder that never had one stays as it was.
-        do { try FileSystem.makeFolders(folder) } catch { throw .io(error.description) }
         let now = Int64(time(nil))
         let id = Self.newIdentifier()
         let upload = Upload(id: id, kind: kind, length: length, offset: 0, metadata: metadata, concatenation: concatenation,
@@ -138,19 +119,19 @@ final class ResumableStore: Sendable {
             }
             all[id] = upload
         }
-        let file = open(dataPath(id), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard file >= 0 else {
+        do throws(StorageError) {
+            try storage.createData(of: id)
+        } catch {
             uploads.withLock { _ = $0.removeValue(forKey: id) }
-            throw .io("cannot create the upload's file: \(FileSystem.lastError())")
+            throw .storage(error)
         }
-        close(file)
         try save(upload)
         return upload
     }
 
-    /// Throws `insufficientStorage` when `bytes` more would go below the free space kept.
+    /// Throws when `bytes` more would not fit (507).
     func ensureRoom(for bytes: UInt64) throws(Failure) {
-        do { try freeSpace.ensureRoom(for: bytes) } catch { throw .insufficientStorage(error.description) }
+        do { try storage.ensureRoom(for: bytes) } catch { throw .storage(error) }
     }
 
     /// The upload, if it exists and has not expired.
@@ -163,9 +144,9 @@ final class ResumableStore: Sendable {
     /// Changes an upload and saves its state, then shows the change; with `releasing`, the
     /// request writing to it lets go of it in the same step (also when the save fails), so
     /// that a client that sees the new offset (HEAD) can append at once instead of finding
-    /// the upload still taken. Saves are one at a time, so the state file always holds the
-    /// newest state.
-    func update(_ id: String, releasing claim: WriteClaim? = nil, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
+    /// the upload still taken. Saves are one at a time, so the stored state always is the
+    /// newest.
+    func update(_ id: String, releasing claim: ResumableLocker.Claim? = nil, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
         defer { claim?.release() }
         return try saving.withLock { _ throws(Failure) -> Upload in
             guard var upload = uploads.withLock({ $0[id] }) else { throw .notFound }
@@ -178,18 +159,17 @@ final class ResumableStore: Sendable {
                 return true
             }
             guard shown else {
-                unlink(statePath(id))
+                storage.remove(id)
                 throw .notFound
             }
             return upload
         }
     }
 
-    /// Removes an upload and its files.
+    /// Removes an upload, its state and its data.
     func remove(_ id: String) {
         uploads.withLock { _ = $0.removeValue(forKey: id) }
-        unlink(dataPath(id))
-        unlink(statePath(id))
+        storage.remove(id)
     }
 
     /// Removes uploads whose time has run out; returns how many.
@@ -197,114 +177,10 @@ final class ResumableStore: Sendable {
     func removeExpired() -> Int {
         let now = Int64(time(nil))
         let expired = uploads.withLock { all in
-            all.values.filter { upload in upload.expiresAt <= now && writers.withLock { $0[upload.id] == nil } }.map(\.id)
+            all.values.filter { upload in upload.expiresAt <= now && !locker.isHeld(upload.id) }.map(\.id)
         }
         for id in expired { remove(id) }
         return expired.count
-    }
-
-    // MARK: - Writing
-
-    /// The right to write to one upload, held by one request at a time until it is given
-    /// back (`release`; an append gives it back at the latest when it is dropped).
-    ///
-    /// While its request reads the body and has received nothing for a second, a newer
-    /// request for the upload may take it over (a client whose network changed resumes on a
-    /// new connection while the old one has gone silent, without a FIN): the holder's
-    /// `yield` runs under the claim's lock — never in the middle of a write — and from then
-    /// on the old request writes nothing.
-    final class WriteClaim: @unchecked Sendable {
-        let id: String
-        private let store: ResumableStore
-        /// Whether the upload was taken over; also the lock `yield` and `lastBytes` are set,
-        /// read and run under.
-        private let takenOver = Mutex(false)
-        private var yield: (() -> Void)?
-        /// When the holder last received bytes: only a silent one is taken over, so that two
-        /// clients writing at once still see one of them refused (423/409).
-        private var lastBytes = ContinuousClock.now
-
-        fileprivate init(_ id: String, _ store: ResumableStore) {
-            self.id = id
-            self.store = store
-        }
-
-        func release() {
-            store.writers.withLock { all in
-                if all[id] === self { all[id] = nil }
-            }
-        }
-
-        /// From now until `endTakeover`, a newer request may take the upload over; `yield`
-        /// stops this request's writing first.
-        func allowTakeover(_ yield: @escaping () -> Void) {
-            takenOver.withLock { _ in
-                self.yield = yield
-                lastBytes = .now
-            }
-        }
-
-        /// Closes the window of `allowTakeover`: false when the upload was taken over.
-        func endTakeover() -> Bool {
-            takenOver.withLock { takenOver in
-                yield = nil
-                return !takenOver
-            }
-        }
-
-        /// Runs `write` unless the upload was taken over (false then), never while a takeover runs.
-        func whileHeld(_ write: () -> Void) -> Bool {
-            takenOver.withLock { takenOver in
-                guard !takenOver else { return false }
-                write()
-                lastBytes = .now
-                return true
-            }
-        }
-
-        fileprivate func takeOver() -> Bool {
-            takenOver.withLock { takenOver in
-                guard !takenOver, let yield, ContinuousClock.now - lastBytes >= ResumableStore.silenceBeforeTakeover else { return false }
-                yield()
-                takenOver = true
-                self.yield = nil
-                return true
-            }
-        }
-    }
-
-    /// How long a request reading into an upload must have received nothing before a newer
-    /// request may take the upload over.
-    static let silenceBeforeTakeover = Duration.seconds(1)
-
-    /// Takes the upload for writing; nil when another request is writing to it and, with
-    /// `takingOver`, will not let go (it is concluding, or not reading a body).
-    func claim(_ id: String, takingOver: Bool = false) -> WriteClaim? {
-        let claim = WriteClaim(id, self)
-        let holder = writers.withLock { all -> WriteClaim? in
-            if let holder = all[id] { return holder }
-            all[id] = claim
-            return nil
-        }
-        guard let holder else { return claim }
-        guard takingOver, holder.takeOver() else { return nil }
-        // The old holder let go as it saved its offset (or is still listed): the upload is this
-        // request's, unless a third one got in between.
-        return writers.withLock { all -> WriteClaim? in
-            guard all[id] == nil || all[id] === holder else { return nil }
-            all[id] = claim
-            return claim
-        }
-    }
-
-    /// Before an offset is told (HEAD): a writer gone silent is made to let go and save
-    /// what it wrote, so that the offset is where the client resumes. Whether one did (the
-    /// upload has then changed).
-    @discardableResult
-    func takeOverIfSilent(_ id: String) -> Bool {
-        guard let holder = writers.withLock({ $0[id] }), holder.takeOver() else { return false }
-        holder.release()
-        return true
     }
 
     /// The upload as it stands, expired or not: what a claim checks it against.
@@ -312,20 +188,17 @@ final class ResumableStore: Sendable {
         uploads.withLock { $0[id] }
     }
 
-    /// Opens the data file to append at `offset` (what was durable).
-    func openForAppending(_ id: String, at offset: UInt64) throws(Failure) -> OpenFile {
-        let file = OpenFile(open(dataPath(id), O_WRONLY | O_CLOEXEC))
-        guard file.borrowed >= 0 else { throw .io("cannot open the upload's file: \(FileSystem.lastError())") }
-        // Bytes past the durable offset were never acknowledged: they go.
-        guard ftruncate(file.borrowed, off_t(offset)) == 0, lseek(file.borrowed, off_t(offset), SEEK_SET) >= 0 else {
-            throw .io("cannot prepare the upload's file: \(FileSystem.lastError())")
-        }
-        return file
+    // MARK: - Data
+
+    /// Opens the upload's data to append at `offset` (what was durable).
+    func appender(_ id: String, at offset: UInt64) throws(Failure) -> any ResumableAppender {
+        do { return try storage.appender(of: id, at: offset) } catch { throw .storage(error) }
     }
 
     /// Makes what was written durable and moves the offset to it; extends the expiry.
-    func commitWrite(_ id: String, file: Int32, offset: UInt64, releasing claim: WriteClaim? = nil) throws(Failure) -> Upload {
-        guard sync.syncFile(file) else { throw .io("cannot sync the upload's file: \(FileSystem.lastError())") }
+    func commitWrite(_ id: String, _ appender: any ResumableAppender, offset: UInt64,
+                     releasing claim: ResumableLocker.Claim? = nil) throws(Failure) -> Upload {
+        do { try appender.sync() } catch { throw .storage(error) }
         let now = Int64(time(nil))
         return try update(id, releasing: claim) { upload in
             upload.offset = offset
@@ -333,41 +206,25 @@ final class ResumableStore: Sendable {
         }
     }
 
-    /// `POSIX.writeAll`, its failure as the store's (507 for a full disk).
-    static func writeAll(_ file: Int32, _ bytes: UnsafeRawBufferPointer) throws(Failure) {
-        do {
-            try POSIX.writeAll(file, bytes)
-        } catch {
-            let reason = "the server could not store the bytes: \(error)"
-            throw error.isOutOfSpace ? .insufficientStorage(reason) : .io(reason)
-        }
+    /// Reads the upload's data from the start, in pieces.
+    func readData(_ id: String, _ body: (UnsafeRawBufferPointer) throws(StorageError) -> Void) throws(Failure) {
+        do { try storage.readData(of: id, body) } catch { throw .storage(error) }
     }
 
-    func dataPath(_ id: String) -> String { folder + "/" + id + ".data" }
-    private func statePath(_ id: String) -> String { folder + "/" + id + ".json" }
+    /// Removes the upload's data, keeping its state.
+    func removeData(_ id: String) {
+        storage.removeData(of: id)
+    }
 
-    /// Writes the state file durably: a temporary file, synced, renamed over the old one.
+    /// Moves a complete upload's data into `uploads` under `name` or a variant; the name used.
+    func moveData(_ id: String, into uploads: any UploadStorage, as name: String) throws(Failure) -> String {
+        do { return try storage.moveData(of: id, into: uploads, as: name) } catch { throw .storage(error) }
+    }
+
+    /// Saves the upload's state durably.
     private func save(_ upload: Upload) throws(Failure) {
-        guard let data = try? JSONEncoder().encode(upload) else { throw .io("cannot encode the upload's state") }
-        // A name of its own per save: two saves of one upload may overlap (the writer that
-        // just let go, and the next one).
-        let temporary = statePath(upload.id) + ".\(Self.saves.next())" + Self.temporarySuffix
-        let file = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard file >= 0 else { throw .io("cannot write the upload's state: \(FileSystem.lastError())") }
-        let written = data.withUnsafeBytes { bytes in (try? POSIX.writeAll(file, bytes)) != nil }
-        let synced = sync.syncFile(file)
-        close(file)
-        guard written, synced, rename(temporary, statePath(upload.id)) == 0,
-              sync.syncFolder(folder) else {
-            throw .io("cannot write the upload's state: \(FileSystem.lastError())")
-        }
-    }
-
-    private static func syncedSize(of path: String, sync: SyncMode) -> UInt64? {
-        let file = OpenFile(open(path, O_RDONLY | O_CLOEXEC))
-        var info = stat()
-        guard file.borrowed >= 0, sync.syncFile(file.borrowed), fstat(file.borrowed, &info) == 0 else { return nil }
-        return UInt64(info.st_size)
+        guard let data = try? JSONEncoder().encode(upload) else { throw .storage(StorageError(.failed, "cannot encode the upload's state")) }
+        do { try storage.saveState(Array(data), of: upload.id) } catch { throw .storage(error) }
     }
 
     private static func newIdentifier() -> String {

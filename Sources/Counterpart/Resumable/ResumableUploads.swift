@@ -107,7 +107,7 @@ struct ResumableUploads: Sendable {
         switch request {
         case .offset(let version):
             // A writer made to let go has just saved what it wrote: only then is the upload read again.
-            guard ResumableSession.takesOver(head), store.takeOverIfSilent(upload.id) else { return .respond(offset(of: upload, version)) }
+            guard ResumableSession.takesOver(head), store.locker.takeOverIfSilent(upload.id) else { return .respond(offset(of: upload, version)) }
             return .respond(offset(of: (try? store.upload(upload.id)) ?? upload, version))
         case .append(let version, let append):
             return self.append(append, to: upload, version, head)
@@ -189,14 +189,21 @@ struct ResumableUploads: Sendable {
                 return (session.problem(400, type: "inconsistent-upload-length",
                                         title: "the upload was to be \(length) bytes but ended at \(upload.offset)", upload: upload), [])
             }
-            let (response, parts) = target.process(Self.targetHead(upload), bodyAt: store.dataPath(upload.id))
+            let (response, parts) = target.process(Self.targetHead(upload)) { receive throws(StorageError) in
+                do throws(ResumableStore.Failure) {
+                    try store.readData(upload.id, receive)
+                } catch {
+                    if case .storage(let failure) = error { throw failure }
+                    throw StorageError(.failed, "the upload's data is gone")
+                }
+            }
             let body: [UInt8]
             if case .bytes(let bytes) = response.body { body = bytes } else { body = [] }
             _ = try? store.update(upload.id) { upload in
                 upload.length = upload.offset
                 upload.answer = ResumableStore.StoredAnswer(status: response.status, headers: response.headers.map { [$0.name, $0.value] }, body: body)
             }
-            unlink(store.dataPath(upload.id))
+            store.removeData(upload.id)
             var final = decorated(response, version, complete: true)
             if version.offsetInAnswers { final.headers.append(ResumableSession.offsetField(upload)) }
             if let location { final.headers.append(location) }

@@ -26,7 +26,7 @@ struct TusEndpoint: Sendable {
             case .options: return .respond(options())
             case .create(let creation): return try create(creation, head)
             case .offset(let id):
-                if ResumableSession.takesOver(head) { store.takeOverIfSilent(id) }
+                if ResumableSession.takesOver(head) { store.locker.takeOverIfSilent(id) }
                 return .respond(status(of: try store.upload(id)))
             case .append(let id, let append): return self.append(append, to: try store.upload(id), head)
             case .cancel(let id): return .respond(session.cancel(try store.upload(id)))
@@ -93,9 +93,9 @@ struct TusEndpoint: Sendable {
             total = sum
         }
         var final = try store.create(kind: .tus, length: total, metadata: metadata, concatenation: .final(parts: parts.map(\.id)), owner: owner)
-        let file = try store.openForAppending(final.id, at: 0)
-        for part in parts { try Self.copy(store.dataPath(part.id), to: file.borrowed) }
-        final = try store.commitWrite(final.id, file: file.borrowed, offset: total)
+        let appender = try store.appender(final.id, at: 0)
+        for part in parts { try store.readData(part.id) { bytes throws(StorageError) in try appender.write(bytes) } }
+        final = try store.commitWrite(final.id, appender, offset: total)
         final = try finish(final)
         return answer(201, headers: [HTTPField(name: "Location", value: url(of: final.id))])
     }
@@ -176,17 +176,13 @@ struct TusEndpoint: Sendable {
 
     /// A complete upload becomes a file in the uploads folder, with its SHA-256.
     private func finish(_ upload: ResumableStore.Upload) throws(ResumableStore.Failure) -> ResumableStore.Upload {
-        let path = store.dataPath(upload.id)
-        guard let digest = SHA256.hex(ofFile: path) else { throw .io("cannot read the upload back") }
+        // The digest is taken here, above the storage, so that every backend gives the same.
+        let hasher = SHA256()
+        try store.readData(upload.id) { bytes in hasher.update(bytes) }
+        let digest = hasher.finish()
         let name = SafeFilename.make(from: upload.metadata["filename"].flatMap { $0.flatMap(Self.text) } ?? "")
-        let stored: String
-        do throws(StorageError) {
-            stored = try uploads.importFile(at: path, as: name)
-            unlink(path)
-            try uploads.syncNames()
-        } catch {
-            throw error.isOutOfSpace ? .insufficientStorage(error.description) : .io(error.description)
-        }
+        let stored = try store.moveData(upload.id, into: uploads, as: name)
+        do { try uploads.syncNames() } catch { throw .storage(error) }
         return try store.update(upload.id) { $0.storedName = stored; $0.sha256 = digest }
     }
 
@@ -199,20 +195,6 @@ struct TusEndpoint: Sendable {
     /// Where an upload is (relative: RFC 9110 §10.2.2 allows it, and tus clients resolve it).
     private func url(of id: String) -> String {
         "/files/\(id)"
-    }
-
-    /// Appends the file at `path` to `destination` (a part of a final concatenation).
-    private static func copy(_ path: String, to destination: Int32) throws(ResumableStore.Failure) {
-        let source = OpenFile(open(path, O_RDONLY | O_CLOEXEC))
-        guard source.borrowed >= 0 else { throw .io("the server could not read a part: \(FileSystem.lastError())") }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
-        defer { buffer.deallocate() }
-        while true {
-            let count = POSIX.retryingInterrupts { read(source.borrowed, buffer.baseAddress, buffer.count) }
-            guard count >= 0 else { throw .io("the server could not read a part: \(FileSystem.lastError())") }
-            if count == 0 { return }
-            try ResumableStore.writeAll(destination, UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-        }
     }
 
     /// A metadata value's text (values are base64 of UTF-8).

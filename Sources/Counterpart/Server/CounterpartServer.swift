@@ -50,8 +50,8 @@ public final class CounterpartServer: Sendable {
         store = try LocalUploadStore(folder: configuration.uploads, keepFree: configuration.minFreeDiskBytes, sync: configuration.sync)
         let uploadsFolder = try ServedFolder(path: store.folder)
         store.removeStaleTemporaryFiles()
-        resumable = ResumableStore(uploadsFolder: store.folder, limits: configuration.resumableLimits, freeSpace: store.freeSpace,
-                                    sync: configuration.sync)
+        resumable = ResumableStore(storage: LocalResumableStorage(uploadsFolder: store.folder, freeSpace: store.freeSpace, sync: configuration.sync),
+                                   limits: configuration.resumableLimits)
         resumable.removeExpired()
         journal = RequestJournal(capacity: configuration.journalCapacity, maxBytes: configuration.journalMaxBytes)
         let changes = ChangeCounters()

@@ -49,6 +49,22 @@ enum FileSystem {
         return names
     }
 
+    /// A small file's whole contents (a state file); nil if it cannot be read.
+    static func contents(of path: String) -> [UInt8]? {
+        let file = OpenFile(open(path, O_RDONLY | O_CLOEXEC))
+        guard file.borrowed >= 0 else { return nil }
+        var contents: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { bytes in
+                POSIX.retryingInterrupts { read(file.borrowed, bytes.baseAddress, bytes.count) }
+            }
+            guard count >= 0 else { return nil }
+            if count == 0 { return contents }
+            contents += buffer[0..<count]
+        }
+    }
+
     /// The name of a folder entry read with `readdir`.
     static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
         withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }

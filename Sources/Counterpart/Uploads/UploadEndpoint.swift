@@ -54,41 +54,37 @@ struct UploadEndpoint: Sendable {
         return .admitted(boundary)
     }
 
-    /// The answer to `head` with the body stored in the file at `path`: an upload whose
-    /// body came in pieces (a resumable upload), handled as if it had come in one.
-    func process(_ head: RequestHead, bodyAt path: String) -> (Response, [ReceivedPart]) {
+    /// The answer to `head` with the body that `readBody` hands over in pieces: an upload
+    /// whose body came over several requests (a resumable upload), handled as if it had
+    /// come in one.
+    func process(_ head: RequestHead,
+                 readBody: ((UnsafeRawBufferPointer) throws(StorageError) -> Void) throws(StorageError) -> Void) -> (Response, [ReceivedPart]) {
         let boundary: MultipartBoundary
         switch admit(head) {
         case .answered(let response): return (response, [])
         case .admitted(let admitted): boundary = admitted
         }
         let receiver = self.receiver(for: head, boundary)
-        let file = open(path, O_RDONLY | O_CLOEXEC)
-        guard file >= 0 else {
-            receiver.abandon()
-            return (Response.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])
-        }
-        defer { close(file) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.processingChunkBytes, alignment: 8)
-        defer { buffer.deallocate() }
-        while true {
-            let count = POSIX.retryingInterrupts { read(file, buffer.baseAddress, buffer.count) }
-            guard count >= 0 else {
-                receiver.abandon()
-                return (Response.error(500, "the server could not read the upload back: \(FileSystem.lastError())"), [])
+        /// Why reading stopped early, when it did.
+        struct TooLarge: Error {}
+        do throws(StorageError) {
+            var tooLarge = false
+            try readBody { piece throws(StorageError) in
+                guard !tooLarge else { return }
+                if receiver.receive(piece) == .close { tooLarge = true }
             }
-            if count == 0 { break }
-            if receiver.receive(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) == .close {
+            if tooLarge {
                 receiver.abandon()
                 return (UploadFailure.tooLarge(limits.maxBodyBytes), receiver.receivedParts)
             }
+        } catch {
+            receiver.abandon()
+            return (Response.error(error.status, "the server could not read the upload back: \(error.description)"), [])
         }
         let response = receiver.finish()
         return (response, receiver.receivedParts)
     }
 
-    /// The pieces a stored body is fed to the parser in (as libmicrohttpd would hand them).
-    static let processingChunkBytes = 64 * 1024
 }
 
 /// Every way an upload fails, as the status and JSON error the contract gives it.
