@@ -38,15 +38,4 @@ enum POSIX {
             offset += written
         }
     }
-
-    /// Reads `descriptor` to its end through `buffer`, handing each piece read to `consume`.
-    static func readAll(_ descriptor: Int32, through buffer: UnsafeMutableRawBufferPointer,
-                        _ consume: (UnsafeRawBufferPointer) -> Void) throws(Failure) {
-        while true {
-            let count = retryingInterrupts { read(descriptor, buffer.baseAddress, buffer.count) }
-            guard count >= 0 else { throw .last }
-            if count == 0 { return }
-            consume(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-        }
-    }
 }
