@@ -5,7 +5,7 @@
 /// applies faults and CORS, keeps the journal, writes the access log.
 struct Router: RequestHandler {
     let root: StaticFiles
-    let uploadedFiles: StaticFiles
+    let uploadedFiles: any FileServing
     let generated: GeneratedBytesEndpoint
     let tus: TusEndpoint
     let resumable: ResumableUploads

@@ -12,13 +12,10 @@ struct DirectoryListing {
         var modified: timespec
     }
 
-    /// The served folder, and this folder's path within it.
-    let folder: ServedFolder
-    let relative: String
-    /// This folder, open.
-    let file: OpenFile
     /// The URL path of this folder, encoded, ending in `/`.
     let urlPath: String
+    /// Its files and subfolders, in any order (hidden names already left out).
+    let entries: [Entry]
 
     func response(for head: RequestHead) -> Response {
         let order: ListingOrder
@@ -26,16 +23,17 @@ struct DirectoryListing {
         case .success(let parsed): order = parsed
         case .failure(let refusal): return Response.error(400, refusal.message)
         }
-        let entries = order.sorted(readEntries())
+        let entries = order.sorted(self.entries)
         if AcceptHeader(head.header("Accept")).prefersJSON {
             return Response.json(200, json(entries, order))
         }
         return Response.html(200, html(entries, order))
     }
 
-    /// The folder's files and subfolders. Other kinds of entries are left out, and so are
-    /// symlinks that lead outside the served folder (their size and date too).
-    private func readEntries() -> [Entry] {
+    /// The files and subfolders of the open folder `file`, at `relative` in `folder`. Other
+    /// kinds of entries are left out, and so are symlinks that lead outside the served
+    /// folder (their size and date too).
+    static func entries(of file: OpenFile, at relative: String, in folder: ServedFolder) -> [Entry] {
         guard let handle = fdopendir(file.take()) else { return [] }
         defer { closedir(handle) }
         var entries: [Entry] = []

@@ -1,9 +1,16 @@
 import HTTPTransfer
 
+/// What answers `GET` and `HEAD` for the files under a URL prefix: a local folder
+/// (`StaticFiles`) or the objects of an object store (`StoredObjectFiles`).
+protocol FileServing: Sendable {
+    /// The answer for the file or folder at `segments` below the prefix.
+    func respond(to head: RequestHead, segments: [String]) -> Response
+}
+
 /// Serves the files of one folder under a URL prefix: `GET` and `HEAD` with validators,
 /// conditional requests, `Range` (single and multi-range) and `?download`; folders as their
 /// `index.html` or a listing. Nothing outside the folder is ever reachable.
-struct StaticFiles: Sendable {
+struct StaticFiles: FileServing {
     let folder: ServedFolder
     /// The URL path segments the folder is served at (`[]` for the root, `["uploads"]`).
     let urlPrefix: [String]
@@ -86,7 +93,7 @@ struct StaticFiles: Sendable {
         if servesIndexFiles, let (index, info) = openBeneath(indexPath), info.st_mode & S_IFMT == S_IFREG {
             return respondWithFile(head: head, file: index, info: info, name: "index.html", at: indexPath)
         }
-        return DirectoryListing(folder: folder, relative: relative, file: file, urlPath: urlPath).response(for: head)
+        return DirectoryListing(urlPath: urlPath, entries: DirectoryListing.entries(of: file, at: relative, in: folder)).response(for: head)
     }
 
     /// The validators a file with the status `info` is served with.

@@ -5,8 +5,10 @@
 /// it is stored, never replaces a file already there (a taken name gets `-1`, `-2`, …, see
 /// `StoredNames`), and a file whose request fails leaves nothing behind.
 protocol UploadStorage: AnyObject, Sendable {
-    /// A new, empty file to write one upload into.
-    func makeSink() throws(StorageError) -> UploadSink
+    /// A new, empty file to write one upload into, to be stored under `name` (or a variant
+    /// of it) once complete. An object store starts storing under the name before the file
+    /// is complete (a multipart upload), so it is told now.
+    func makeSink(named name: String) throws(StorageError) -> UploadSink
     /// Makes the names committed so far durable: called once before answering for them.
     func syncNames() throws(StorageError)
     /// Throws (out of space) when `bytes` more would not fit.
@@ -28,9 +30,9 @@ protocol UploadDestination: AnyObject, Sendable {
     /// From now on bytes mostly come in whole chunks of `UploadWriter.chunkSize` (a local
     /// file then writes them past the page cache); a hint, which a backend may ignore.
     func startWholeChunks()
-    /// Every byte is stored: the file takes `name`, or a variant of it when that is taken,
+    /// Every byte is stored: the file takes its name, or a variant of it when that is taken,
     /// never replacing one. Returns the name used.
-    func commit(as name: String) throws(StorageError) -> String
+    func commit() throws(StorageError) -> String
     /// Drops the file and everything stored of it.
     func discard()
 }
@@ -74,12 +76,12 @@ final class UploadSink {
         try writer.finish()
     }
 
-    /// Stores the complete file under `name` or a variant of it; returns the name used.
+    /// Stores the complete file under its name or a variant of it; returns the name used.
     /// A sink that fails here is discarded.
-    func commit(as name: String) throws(StorageError) -> String {
+    func commit() throws(StorageError) -> String {
         do {
             _ = try digest()
-            let stored = try destination.commit(as: name)
+            let stored = try destination.commit()
             ended = true
             return stored
         } catch {

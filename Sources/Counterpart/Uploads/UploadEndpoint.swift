@@ -195,7 +195,7 @@ final class UploadReceiver: RequestBodyReceiver {
         switch event {
         case .partBegin(let part):
             currentPart = part
-            if part.isFile { sink = try store.makeSink() } else { fieldValue.removeAll(keepingCapacity: true) }
+            if part.isFile { sink = try store.makeSink(named: SafeFilename.make(from: part.filename ?? "")) } else { fieldValue.removeAll(keepingCapacity: true) }
         case .partData(let bytes):
             if let sink { try sink.write(bytes) } else { fieldValue.append(contentsOf: bytes) }
         case .partEnd:
@@ -222,7 +222,7 @@ final class UploadReceiver: RequestBodyReceiver {
         guard let (sink, part) = finishing else { return }
         // Should hashing or storing fail, `finishing` is still set and is discarded.
         let digest = try sink.digest()
-        let name = try sink.commit(as: SafeFilename.make(from: part.filename ?? ""))
+        let name = try sink.commit()
         finishing = nil
         files.append(StoredFile(part: part, storedName: name, size: sink.size, sha256: digest))
         receivedParts.append(Self.receipt(of: part, size: sink.size, sha256: digest))

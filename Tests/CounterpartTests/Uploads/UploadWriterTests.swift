@@ -241,7 +241,7 @@ struct UploadWriterTests {
 
 /// A local file destination over `descriptor`, outside any store (these tests never commit).
 private func fileDestination(_ descriptor: Int32) -> LocalFileDestination {
-    LocalFileDestination(path: "/dev/null", descriptor: descriptor, sync: .none) { _, _ throws(StorageError) in
+    LocalFileDestination(path: "/dev/null", descriptor: descriptor, sync: .none) { _ throws(StorageError) in
         throw StorageError(.failed, "not in a store")
     }
 }

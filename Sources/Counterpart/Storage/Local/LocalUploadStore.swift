@@ -30,11 +30,11 @@ final class LocalUploadStore: UploadStorage {
         }
     }
 
-    func makeSink() throws(StorageError) -> UploadSink {
+    func makeSink(named name: String) throws(StorageError) -> UploadSink {
         let path = "\(folder)/\(Self.temporaryPrefix)\(getpid())-\(Self.counter.next()).part"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw StorageError(operation: "create a temporary file", code: errno) }
-        let destination = LocalFileDestination(path: path, descriptor: descriptor, sync: sync) { [self] path, name throws(StorageError) in
+        let destination = LocalFileDestination(path: path, descriptor: descriptor, sync: sync) { [self] path throws(StorageError) in
             try importFile(at: path, as: name)
         }
         return UploadSink(destination: destination) { [freeSpace] bytes throws(StorageError) in try freeSpace.ensureRoom(for: bytes) }
@@ -89,8 +89,8 @@ final class LocalFileDestination: UploadDestination, @unchecked Sendable {
     let path: String
     private var descriptor: Int32
     private let sync: SyncMode
-    /// Links the complete file at a path under a name (`LocalUploadStore.importFile`).
-    private let place: (_ path: String, _ name: String) throws(StorageError) -> String
+    /// Links the complete file at a path under the upload's name (`LocalUploadStore.importFile`).
+    private let place: (_ path: String) throws(StorageError) -> String
     /// Whether writes now bypass the page cache.
     private var bypassing = false
     private var triedBypassing = false
@@ -100,7 +100,7 @@ final class LocalFileDestination: UploadDestination, @unchecked Sendable {
     private var writtenBackTo: UInt64 = 0
 
     init(path: String, descriptor: Int32, sync: SyncMode,
-         place: @escaping (_ path: String, _ name: String) throws(StorageError) -> String) {
+         place: @escaping (_ path: String) throws(StorageError) -> String) {
         self.path = path
         self.descriptor = descriptor
         self.sync = sync
@@ -156,12 +156,12 @@ final class LocalFileDestination: UploadDestination, @unchecked Sendable {
     }
 
     /// Syncs and closes the file, links it under its name and removes the temporary one.
-    func commit(as name: String) throws(StorageError) -> String {
+    func commit() throws(StorageError) -> String {
         if !sync.syncFile(descriptor) { throw StorageError(operation: "sync the upload to disk", code: errno) }
         let result = Platform.close(descriptor)
         descriptor = -1
         if result != 0 { throw StorageError(operation: "close the temporary file", code: errno) }
-        let stored = try place(path, name)
+        let stored = try place(path)
         unlink(path)
         return stored
     }
