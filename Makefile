@@ -11,7 +11,7 @@ HTTP_FUZZ_SMOKE_SECONDS ?= 20
 # the filter is anchored (`.Suite/`) so that UploadTests does not also pick ResumableUploadTests.
 PORTABLE_SUITES := PlatformTests|UploadWriterTests|StaticFileTests|StaticFileReviewTests|RangeRequestTests|DownloadDispositionTests|ListingTests|BadInputCorpusPathTests|BadInputCorpusChangingFileTests|UploadTests|UploadErrorTests|UploadReviewTests
 
-.PHONY: setup build run test bench stress fuzz fuzz-smoke http-fuzz container-test dist dist-check clean
+.PHONY: setup build run test test-s3 bench stress fuzz fuzz-smoke http-fuzz container-test dist dist-check clean
 
 setup:
 	@scripts/setup
@@ -33,6 +33,19 @@ test:
 	scripts/stress --binary .build/debug/counterpart --quick $(if $(CI),--require-root)
 	scripts/http-fuzz $(HTTP_FUZZ_SMOKE_SECONDS) --binary .build/debug/counterpart --no-build
 	$(MAKE) --no-print-directory fuzz-smoke
+
+# The S3 client's suites against a real engine: a throw-away one-node Ceph RGW (memstore,
+# scripts/ceph-s3, about 15 s to start) in a temporary folder, stopped by PID however the tests
+# end. `make test` runs the same suites' engine-free tests and skips the rest.
+S3_SUITES := S3ClientTests|S3ConfigurationTests|S3EncodingTests
+
+test-s3:
+	@scripts/setup ceph-mon ceph-osd radosgw
+	$(SWIFT) build --build-tests
+	engine=$$(mktemp -d -t counterpart-s3.XXXXXX); \
+	trap 'scripts/ceph-s3 down "$$engine"' EXIT; \
+	scripts/ceph-s3 up "$$engine" && \
+	COUNTERPART_S3_ENV="$$engine/s3.env" $(SWIFT) test --skip-build --filter '\.($(S3_SUITES))/'
 
 # The benchmarks: the parsers beside MHD_PostProcessor in memory, then the release `counterpart`
 # beside nginx (1 and 2 workers) and a C libmicrohttpd server built here from bench/peers/,

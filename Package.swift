@@ -20,8 +20,11 @@ let package = Package(
         // Support/Platform.swift uses it.
         .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CCrypt", pkgConfig: "libxcrypt", providers: [.apt(["libcrypt-dev"])]),
+        // libcurl's easy interface with non-variadic setopt/getinfo wrappers, for the S3 client
+        // (Storage/S3/CurlTransfer.swift is its only importer): its built-in AWS SigV4 signs.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
         // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
-        .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux", "CCrypt"]),
+        .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux", "CCrypt", "CCurl"]),
         .executableTarget(name: "counterpart", dependencies: ["Counterpart"]),
         // The seeds' clients (the Objective-C iOS tutorials the project was built against) on
         // URLSession, as a library the tests run
