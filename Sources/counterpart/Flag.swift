@@ -8,6 +8,10 @@ struct Options {
     var tlsCertificateFile: String?
     var tlsKeyFile: String?
     var tlsSelfSigned = false
+    /// `--store` and `--s3-endpoint`, read into `configuration.objectStore` with the
+    /// environment's credentials once every flag is known.
+    var store: String?
+    var s3Endpoint: String?
     var authFile: String?
     var tokenFile: String?
 }

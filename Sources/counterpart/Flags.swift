@@ -22,6 +22,16 @@ extension Flag {
         Flag("--uploads", value: "DIR", "folder uploads are stored in, served at /uploads/ (default ./uploads)") { value, _, options in
             options.configuration.uploads = value
         },
+        Flag("--store", value: "URL", """
+            keep uploads in an S3 bucket instead of --uploads: s3://BUCKET/PREFIX,
+            shared by several servers (credentials: AWS_ACCESS_KEY_ID,
+            AWS_SECRET_ACCESS_KEY, AWS_REGION, or the same with COUNTERPART_)
+            """) { value, _, options in
+            options.store = value
+        },
+        Flag("--s3-endpoint", value: "URL", "the S3 service --store talks to, e.g. http://127.0.0.1:7480") { value, _, options in
+            options.s3Endpoint = value
+        },
         Flag("--max-upload-bytes", value: "N", "larger request bodies get 413 (default 10GiB; suffixes K M G T, KiB MiB GiB TiB)") { value, source, options throws(UsageError) in
             options.configuration.maxUploadBytes = try size(value, source)
         },

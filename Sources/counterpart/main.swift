@@ -57,6 +57,19 @@ default:
     fail(options.tlsCertificateFile == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
 }
 
+switch (options.store, options.s3Endpoint) {
+case (let store?, let endpoint):
+    do {
+        configuration.objectStore = try S3Configuration(storeURL: store, endpoint: endpoint, environment: ProcessInfo.processInfo.environment)
+    } catch {
+        fail("--store: \(error)")
+    }
+case (nil, _?):
+    fail("--s3-endpoint needs --store s3://BUCKET/PREFIX")
+case (nil, nil):
+    break
+}
+
 if options.authFile != nil || options.tokenFile != nil {
     do { configuration.accessControl = try AccessControl.load(authFile: options.authFile, tokenFile: options.tokenFile) } catch {
         FileHandleWriter.standardError("counterpart: \(error)\n")

@@ -6,7 +6,9 @@ import HTTPTransfer
 /// `{"etag", "lastModified"}` as the file is now served.
 struct TouchEndpoint: Sendable {
     let root: StaticFiles
-    let uploads: StaticFiles
+    /// The uploads folder; nil when uploads are objects of an object store, whose
+    /// modification time only a new object changes.
+    let uploads: StaticFiles?
 
     func respond(to head: RequestHead) -> Response {
         guard head.method == "POST" else { return Response.methodNotAllowed(head.method, allowed: ["POST"], on: head.path) }
@@ -17,8 +19,11 @@ struct TouchEndpoint: Sendable {
             return Response.error(400, "\(target) is not the path of a served file")
         }
         // Served as a GET of the path would be: the same folder, the same hidden names.
-        let (files, inFolder) = segments.starts(with: uploads.urlPrefix)
-            ? (uploads, Array(segments.dropFirst(uploads.urlPrefix.count))) : (root, segments)
+        if segments.first == "uploads", uploads == nil {
+            return Response.error(501, "\(target) is an object of the object store (--store): touch changes files of folders only")
+        }
+        let (files, inFolder) = uploads.map { segments.starts(with: $0.urlPrefix) } == true
+            ? (uploads!, Array(segments.dropFirst(uploads!.urlPrefix.count))) : (root, segments)
         guard let (file, opened) = files.openServedFile(inFolder) else { return notFound(target) }
         var info = opened
         // Now, or a second past the old time when that is not later: Last-Modified counts

@@ -1,10 +1,21 @@
+import Foundation
 import Synchronization
 
 /// Who writes to which resumable upload: one request at a time holds an upload's claim,
-/// and a newer request may take it over from one gone silent. In the memory of this
-/// process (as tusd's memory locker): the uploads of one server.
+/// and a newer request may take it over from one gone silent. The claims of this process
+/// are kept in its memory (as tusd's memory locker); servers that share an object store
+/// also take a lease on the upload in the store (`ResumableLeases`), so that one request of
+/// all of them writes.
 final class ResumableLocker: Sendable {
     private let holders = Mutex<[String: Claim]>([:])
+    let leases: (any ResumableLeases)?
+    /// This process, as the leases name their holders.
+    let node = UUID().uuidString.lowercased()
+    private let claims = AtomicCounter()
+
+    init(leases: (any ResumableLeases)? = nil) {
+        self.leases = leases
+    }
 
     /// The right to write to one upload, held by one request at a time until it is given
     /// back (`release`; an append gives it back at the latest when it is dropped).
@@ -16,7 +27,12 @@ final class ResumableLocker: Sendable {
     /// on the old request writes nothing.
     final class Claim: @unchecked Sendable {
         let id: String
+        /// This claim, as its lease names its holder.
+        let owner: String
         private let locker: ResumableLocker
+        /// The lease in the store (its version, to renew it) while held, and when it was last renewed.
+        fileprivate var lease: String?
+        private var leaseRenewed = ContinuousClock.now
         /// Whether the upload was taken over; also the lock `yield` and `lastBytes` are set,
         /// read and run under.
         private let takenOver = Mutex(false)
@@ -28,12 +44,33 @@ final class ResumableLocker: Sendable {
         fileprivate init(_ id: String, _ locker: ResumableLocker) {
             self.id = id
             self.locker = locker
+            owner = locker.node + "/" + String(locker.claims.next())
         }
 
         func release() {
-            locker.holders.withLock { all in
-                if all[id] === self { all[id] = nil }
+            let held = locker.holders.withLock { all -> Bool in
+                guard all[id] === self else { return false }
+                all[id] = nil
+                return true
             }
+            if held, let leases = locker.leases, let lease = takenOver.withLock({ _ in self.lease }) {
+                takenOver.withLock { _ in self.lease = nil }
+                leases.release(id, owner: owner, version: lease)
+            }
+        }
+
+        /// Renews the lease in the store, saying whether a newer request may take the upload
+        /// over from now on; false when another server took it (this request then writes
+        /// nothing more). Run under `takenOver`'s lock.
+        private func renewLease(allowingTakeover: Bool, now: ContinuousClock.Instant) -> Bool {
+            guard let leases = locker.leases, let lease else { return true }
+            guard let renewed = leases.renew(id, owner: owner, version: lease, allowingTakeover: allowingTakeover) else {
+                self.lease = nil
+                return false
+            }
+            self.lease = renewed
+            leaseRenewed = now
+            return true
         }
 
         /// From now until `endTakeover`, a newer request may take the upload over; `yield`
@@ -45,20 +82,29 @@ final class ResumableLocker: Sendable {
             }
         }
 
-        /// Closes the window of `allowTakeover`: false when the upload was taken over.
+        /// Closes the window of `allowTakeover`: false when the upload was taken over (here,
+        /// or by another server: the lease is renewed first, which fences this request's
+        /// last save against a newer holder's).
         func endTakeover() -> Bool {
             takenOver.withLock { takenOver in
                 yield = nil
+                if !takenOver, !renewLease(allowingTakeover: false, now: .now) { takenOver = true }
                 return !takenOver
             }
         }
 
         /// Runs `write` unless the upload was taken over (false then), never while a takeover runs.
+        /// The lease is renewed every `leaseRenewal` while bytes come.
         func whileHeld(_ write: () -> Void) -> Bool {
             takenOver.withLock { takenOver in
                 guard !takenOver else { return false }
+                let now = ContinuousClock.now
+                if now - leaseRenewed >= ResumableLocker.leaseRenewal, !renewLease(allowingTakeover: true, now: now) {
+                    takenOver = true
+                    return false
+                }
                 write()
-                lastBytes = .now
+                lastBytes = now
                 return true
             }
         }
@@ -77,10 +123,27 @@ final class ResumableLocker: Sendable {
     /// How long a request reading into an upload must have received nothing before a newer
     /// request may take the upload over.
     static let silenceBeforeTakeover = Duration.seconds(1)
+    /// How often a writer renews its lease while bytes come: well within the silence, so
+    /// that a lease renewed before a save outlasts the save.
+    static let leaseRenewal = Duration.milliseconds(250)
 
     /// Takes the upload for writing; nil when another request is writing to it and, with
     /// `takingOver`, will not let go (it is concluding, or not reading a body).
     func claim(_ id: String, takingOver: Bool = false) -> Claim? {
+        guard let claim = claimHere(id, takingOver: takingOver) else { return nil }
+        guard let leases else { return claim }
+        // Then across servers: the lease in the store, fresh or taken over from a holder gone
+        // silent (or dead).
+        guard let lease = leases.acquire(id, owner: claim.owner, takingOver: takingOver) else {
+            claim.release()
+            return nil
+        }
+        claim.lease = lease
+        return claim
+    }
+
+    /// The claim among this process's requests.
+    private func claimHere(_ id: String, takingOver: Bool) -> Claim? {
         let claim = Claim(id, self)
         let holder = holders.withLock { all -> Claim? in
             if let holder = all[id] { return holder }
@@ -112,4 +175,18 @@ final class ResumableLocker: Sendable {
     func isHeld(_ id: String) -> Bool {
         holders.withLock { $0[id] != nil }
     }
+}
+
+/// Leases on resumable uploads kept in a store that several servers share: what makes one
+/// request of all of them the writer of an upload. A lease names its holder and when it last
+/// received bytes; it is taken over when that holder has been silent for
+/// `ResumableLocker.silenceBeforeTakeover` while reading a body, or has renewed nothing for
+/// `leaseTimeout` (a server that died).
+protocol ResumableLeases: Sendable {
+    /// Takes the lease of `id` for `owner`; its version, or nil when another holder keeps it.
+    func acquire(_ id: String, owner: String, takingOver: Bool) -> String?
+    /// Renews `owner`'s lease at `version`; the new version, or nil when it was taken.
+    func renew(_ id: String, owner: String, version: String, allowingTakeover: Bool) -> String?
+    /// Gives the lease back, if it is still `owner`'s.
+    func release(_ id: String, owner: String, version: String)
 }

@@ -81,7 +81,7 @@ final class ResumableStore: Sendable {
     let limits: ResumableLimits
     let storage: any ResumableStorage
     /// Who writes to which upload, and the takeover of a silent writer.
-    let locker = ResumableLocker()
+    let locker: ResumableLocker
     private let uploads = Mutex<[String: Upload]>([:])
     /// Held while an upload's state is saved (locks in this order: saving, uploads, the locker's).
     private let saving = Mutex(())
@@ -89,17 +89,32 @@ final class ResumableStore: Sendable {
     init(storage: any ResumableStorage, limits: ResumableLimits) {
         self.storage = storage
         self.limits = limits
+        locker = ResumableLocker(leases: storage.leases)
         var loaded: [String: Upload] = [:]
         for (id, state) in storage.loadStates() {
-            guard var upload = try? JSONDecoder().decode(Upload.self, from: Data(state)) else { continue }
-            // After a crash the data may hold more than the state says: what is there,
-            // synced now, is durable.
-            if upload.storedName == nil, upload.answer == nil, let size = storage.durableLength(of: id) {
-                upload.offset = upload.length.map { min($0, size) } ?? size
-            }
-            loaded[id] = upload
+            if let upload = decoded(state, of: id) { loaded[id] = upload }
         }
         uploads.withLock { $0 = loaded }
+    }
+
+    /// A stored state, brought up to the bytes stored: after a crash (or another server's
+    /// death between saving bytes and state) the data may hold more than the state says,
+    /// and what is there is durable.
+    private func decoded(_ state: [UInt8], of id: String) -> Upload? {
+        guard var upload = try? JSONDecoder().decode(Upload.self, from: Data(state)) else { return nil }
+        if upload.storedName == nil, upload.answer == nil, let size = storage.durableLength(of: id) {
+            upload.offset = upload.length.map { min($0, size) } ?? size
+        }
+        return upload
+    }
+
+    /// The upload as this server knows it: with a shared store, as the store holds it now
+    /// (another server may have moved it); nil when it is gone.
+    private func known(_ id: String) -> Upload? {
+        guard storage.isShared else { return uploads.withLock { $0[id] } }
+        let stored = storage.loadState(of: id).flatMap { decoded($0, of: id) }
+        uploads.withLock { $0[id] = stored }
+        return stored
     }
 
     // MARK: - Uploads
@@ -136,7 +151,7 @@ final class ResumableStore: Sendable {
 
     /// The upload, if it exists and has not expired.
     func upload(_ id: String) throws(Failure) -> Upload {
-        guard Self.isIdentifier(id), let upload = uploads.withLock({ $0[id] }) else { throw .notFound }
+        guard Self.isIdentifier(id), let upload = known(id) else { throw .notFound }
         guard upload.expiresAt > Int64(time(nil)) || upload.storedName != nil || upload.answer != nil else { throw .expired }
         return upload
     }
@@ -149,7 +164,7 @@ final class ResumableStore: Sendable {
     func update(_ id: String, releasing claim: ResumableLocker.Claim? = nil, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
         defer { claim?.release() }
         return try saving.withLock { _ throws(Failure) -> Upload in
-            guard var upload = uploads.withLock({ $0[id] }) else { throw .notFound }
+            guard var upload = known(id) else { throw .notFound }
             change(&upload)
             try save(upload)
             let shown = uploads.withLock { all -> Bool in
@@ -179,13 +194,15 @@ final class ResumableStore: Sendable {
         let expired = uploads.withLock { all in
             all.values.filter { upload in upload.expiresAt <= now && !locker.isHeld(upload.id) }.map(\.id)
         }
-        for id in expired { remove(id) }
-        return expired.count
+        // With a shared store another server may have kept it alive meanwhile.
+        let stillExpired = expired.filter { id in known(id).map { $0.expiresAt <= now } ?? false }
+        for id in stillExpired { remove(id) }
+        return stillExpired.count
     }
 
     /// The upload as it stands, expired or not: what a claim checks it against.
     func current(_ id: String) -> Upload? {
-        uploads.withLock { $0[id] }
+        known(id)
     }
 
     // MARK: - Data

@@ -71,6 +71,10 @@ public struct Configuration: Sendable {
     public var resumableLimits: ResumableLimits
     /// Whether uploads are synced to disk before they are answered for (`full`) or not (`none`).
     public var sync: SyncMode
+    /// Where uploads and resumable uploads are kept: nil for the `uploads` folder; an S3
+    /// bucket (`--store s3://BUCKET/PREFIX`) that several servers share, so that any of
+    /// them takes any request.
+    public var objectStore: S3Configuration? = nil
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     /// One thread per CPU, at least 2 (a thread waiting in the kernel, on a disk sync, does

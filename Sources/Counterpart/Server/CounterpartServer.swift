@@ -20,7 +20,6 @@ public final class CounterpartServer: Sendable {
     /// (`configuration.faultRules`, `POST /__counterpart/faults`, `faults.arm(…)`).
     public let faults: ServerFaults
     private let daemon: MicroHTTPDDaemon
-    private let store: LocalUploadStore
     private let resumable: ResumableStore
     private let sweeper: PeriodicTask
     private let stopped = Mutex(false)
@@ -33,10 +32,13 @@ public final class CounterpartServer: Sendable {
         case cannotListen(host: String, port: UInt16, reason: String)
         /// The certificate or key for HTTPS cannot be used.
         case unusableTLS(reason: String)
+        /// The object store (`--store`) cannot be reached or used.
+        case unusableStore(url: String, reason: String)
 
         public var description: String {
             switch self {
             case .unusableTLS(let reason): return "cannot serve HTTPS: \(reason)"
+            case .unusableStore(let url, let reason): return "cannot use the object store \(url): \(reason)"
             case .unusableFolder(let path, let reason): return "cannot use the folder \(path): \(reason)"
             case .cannotListen(let host, let port, let reason): return "cannot listen on \(host) port \(port): \(reason)"
             }
@@ -47,35 +49,29 @@ public final class CounterpartServer: Sendable {
     public init(_ configuration: Configuration) throws(StartError) {
         self.configuration = configuration
         let root = try ServedFolder(path: configuration.root)
-        store = try LocalUploadStore(folder: configuration.uploads, keepFree: configuration.minFreeDiskBytes, sync: configuration.sync)
-        let uploadsFolder = try ServedFolder(path: store.folder)
-        store.removeStaleTemporaryFiles()
-        resumable = ResumableStore(storage: LocalResumableStorage(uploadsFolder: store.folder, freeSpace: store.freeSpace, sync: configuration.sync),
-                                   limits: configuration.resumableLimits)
+        let storage = try ServerStorage(configuration, uploadedFileHeaders: Self.uploadedFileHeaders)
+        resumable = ResumableStore(storage: storage.resumable, limits: configuration.resumableLimits)
         resumable.removeExpired()
         journal = RequestJournal(capacity: configuration.journalCapacity, maxBytes: configuration.journalMaxBytes)
         let changes = ChangeCounters()
         faults = ServerFaults(serverWide: configuration.faults, rules: configuration.faultRules, cleared: { changes.reset() })
         let origin = ServerOrigin()
-        let uploadEndpoint = UploadEndpoint(store: store, limits: UploadLimits(
+        let uploadEndpoint = UploadEndpoint(store: storage.uploads, limits: UploadLimits(
             maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
             maxDrainBytes: configuration.maxDrainBytes))
         let rootFiles = StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
                                     fileHeaders: [], rangePolicy: configuration.rangePolicy,
                                     unservedPrefix: LocalUploadStore.temporaryPrefix)
-        let uploadedFiles = StaticFiles(folder: uploadsFolder, urlPrefix: ["uploads"], hidesDotFiles: true, servesIndexFiles: false,
-                                        fileHeaders: Self.uploadedFileHeaders, rangePolicy: configuration.rangePolicy,
-                                        unservedPrefix: LocalUploadStore.temporaryPrefix)
         let router = Router(
             root: rootFiles,
-            uploadedFiles: uploadedFiles,
+            uploadedFiles: storage.uploadedFiles,
             generated: GeneratedBytesEndpoint(rangePolicy: configuration.rangePolicy, changes: changes),
-            tus: TusEndpoint(store: resumable, uploads: store, maxSize: configuration.maxUploadBytes,
+            tus: TusEndpoint(store: resumable, uploads: storage.uploads, maxSize: configuration.maxUploadBytes,
                              maxDrainBytes: configuration.maxDrainBytes),
             resumable: ResumableUploads(store: resumable, target: uploadEndpoint, maxSize: configuration.maxUploadBytes,
                                         maxDrainBytes: configuration.maxDrainBytes, origin: origin, isHTTPS: configuration.tls != nil),
-            control: ControlEndpoint(journal: journal, store: store, faults: FaultsControl(faults: faults),
-                                     touch: TouchEndpoint(root: rootFiles, uploads: uploadedFiles), allowsRemoteControl: configuration.allowsRemoteControl,
+            control: ControlEndpoint(journal: journal, store: storage.uploads, faults: FaultsControl(faults: faults),
+                                     touch: TouchEndpoint(root: rootFiles, uploads: storage.uploadsFolder), allowsRemoteControl: configuration.allowsRemoteControl,
                                      maxUploadBytes: configuration.maxUploadBytes),
             faults: faults,
             cors: configuration.corsOrigin.map(CORS.init),

@@ -5,9 +5,14 @@ protocol ByteSource: AnyObject {
     /// Reads from `offset` into `buffer`; the count read (at least one), or nil on an
     /// error or at the end.
     func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int?
+    /// The next reads are of `length` bytes from `offset`, in order: a source that reads
+    /// ahead (an object store's) reads no further than that.
+    func willRead(from offset: UInt64, length: UInt64)
 }
 
 extension ByteSource {
+    func willRead(from offset: UInt64, length: UInt64) {}
+
     /// Fills all of `buffer` with the bytes from `offset`; false when the source ends first
     /// (a file that shrank since it was measured: its response then ends short).
     func readFully(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
@@ -51,6 +56,7 @@ final class SourceRangeStream: ResponseStream {
         self.source = source
         self.offset = offset
         self.length = length
+        source.willRead(from: offset, length: length)
     }
 
     func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {

@@ -6,10 +6,18 @@
 /// An upload's offset is what is durable: `ResumableAppender.sync` returns once the bytes
 /// written so far survive a crash, and only then does the state move its offset.
 protocol ResumableStorage: Sendable {
+    /// Whether other servers write to the same store: each request then reads an upload's
+    /// state from it, and claims take a lease there (`leases`).
+    var isShared: Bool { get }
+    /// The leases that make one request of all the servers sharing the store the writer of
+    /// an upload; nil for a store of one server.
+    var leases: (any ResumableLeases)? { get }
     /// Every upload's state found in the store (at start), by id. A state whose bytes hold
     /// more than it says (a crash between a sync and the state's save) is brought up to
     /// what is durable.
     func loadStates() -> [String: [UInt8]]
+    /// One upload's state as stored now; nil when there is none.
+    func loadState(of id: String) -> [UInt8]?
     /// Replaces an upload's state, durably and atomically.
     func saveState(_ state: [UInt8], of id: String) throws(StorageError)
     /// An upload's data, created empty.

@@ -22,6 +22,13 @@ final class LocalResumableStorage: ResumableStorage {
         try freeSpace.ensureRoom(for: bytes)
     }
 
+    var isShared: Bool { false }
+    var leases: (any ResumableLeases)? { nil }
+
+    func loadState(of id: String) -> [UInt8]? {
+        FileSystem.contents(of: statePath(id))
+    }
+
     func loadStates() -> [String: [UInt8]] {
         for name in FileSystem.names(in: folder) where name.hasSuffix(Self.temporarySuffix) {
             // A save cut short by a crash: the state it was replacing is still there.
@@ -30,7 +37,7 @@ final class LocalResumableStorage: ResumableStorage {
         var states: [String: [UInt8]] = [:]
         for name in FileSystem.names(in: folder) where name.hasSuffix(".json") {
             let id = String(name.dropLast(5))
-            if let bytes = FileSystem.contents(of: statePath(id)) { states[id] = bytes }
+            if let bytes = loadState(of: id) { states[id] = bytes }
         }
         return states
     }
