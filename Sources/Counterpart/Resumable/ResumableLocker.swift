@@ -30,9 +30,9 @@ final class ResumableLocker: Sendable {
         /// This claim, as its lease names its holder.
         let owner: String
         private let locker: ResumableLocker
-        /// The lease in the store (its version, to renew it) while held, and when it was last renewed.
-        fileprivate var lease: String?
-        private var leaseRenewed = ContinuousClock.now
+        /// The lease in the store while held (its version, to renew it), and when it was last
+        /// renewed; a lock of its own, since a release may come while `takenOver` is held.
+        fileprivate let lease = Mutex<(version: String?, renewed: ContinuousClock.Instant)>((nil, .now))
         /// Whether the upload was taken over; also the lock `yield` and `lastBytes` are set,
         /// read and run under.
         private let takenOver = Mutex(false)
@@ -53,24 +53,32 @@ final class ResumableLocker: Sendable {
                 all[id] = nil
                 return true
             }
-            if held, let leases = locker.leases, let lease = takenOver.withLock({ _ in self.lease }) {
-                takenOver.withLock { _ in self.lease = nil }
-                leases.release(id, owner: owner, version: lease)
+            let version = lease.withLock { lease in
+                defer { lease.version = nil }
+                return lease.version
             }
+            if held, let leases = locker.leases, let version { leases.release(id, owner: owner, version: version) }
         }
 
         /// Renews the lease in the store, saying whether a newer request may take the upload
         /// over from now on; false when another server took it (this request then writes
         /// nothing more). Run under `takenOver`'s lock.
         private func renewLease(allowingTakeover: Bool, now: ContinuousClock.Instant) -> Bool {
-            guard let leases = locker.leases, let lease else { return true }
-            guard let renewed = leases.renew(id, owner: owner, version: lease, allowingTakeover: allowingTakeover) else {
-                self.lease = nil
-                return false
+            guard let leases = locker.leases else { return true }
+            return lease.withLock { lease in
+                guard let version = lease.version else { return true }
+                guard let renewed = leases.renew(id, owner: owner, version: version, allowingTakeover: allowingTakeover) else {
+                    lease.version = nil
+                    return false
+                }
+                lease = (renewed, now)
+                return true
             }
-            self.lease = renewed
-            leaseRenewed = now
-            return true
+        }
+
+        /// Whether the lease is due for renewal.
+        private func leaseIsDue(_ now: ContinuousClock.Instant) -> Bool {
+            lease.withLock { $0.version != nil && now - $0.renewed >= ResumableLocker.leaseRenewal }
         }
 
         /// From now until `endTakeover`, a newer request may take the upload over; `yield`
@@ -99,7 +107,7 @@ final class ResumableLocker: Sendable {
             takenOver.withLock { takenOver in
                 guard !takenOver else { return false }
                 let now = ContinuousClock.now
-                if now - leaseRenewed >= ResumableLocker.leaseRenewal, !renewLease(allowingTakeover: true, now: now) {
+                if leaseIsDue(now), !renewLease(allowingTakeover: true, now: now) {
                     takenOver = true
                     return false
                 }
@@ -138,7 +146,7 @@ final class ResumableLocker: Sendable {
             claim.release()
             return nil
         }
-        claim.lease = lease
+        claim.lease.withLock { $0 = (lease, .now) }
         return claim
     }
 

@@ -20,7 +20,7 @@ struct BrowserAuthTests {
         let run = try runCommand(python, [repositoryRoot.appendingPathComponent("Tests/Browser/basic_auth.py").path, server.url(""),
                                           "--user", "admin", "--password", "pw-admin ünï:cöde", "--file", file])
         try #require(run.status == 0, "the browser driver failed:\n\(run.output)")
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("behind-auth.bin")) == testBytes(count: 200_000, seed: 16))
+        #expect(try server.uploadedData("behind-auth.bin") == testBytes(count: 200_000, seed: 16))
         // The page's own requests carried the credentials; the journal shows only their length.
         let upload = try #require(server.server.journal.waitForRequests(path: "/upload", method: "POST").first)
         #expect(upload.status == 200)

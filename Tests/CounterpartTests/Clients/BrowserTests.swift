@@ -61,7 +61,7 @@ struct BrowserTests {
         stored["notes-1.txt"] = "notes.txt"
         #expect(server.eventually { server.uploadedNames() == stored.keys.sorted() }, "\(server.uploadedNames())")
         for (name, original) in stored {
-            let data = try Data(contentsOf: server.uploads.appendingPathComponent(name))
+            let data = try server.uploadedData(name)
             #expect(try sha256(data) == sha256(contents[original]!), "\(name)")
         }
         let shown = try #require(report["results"] as? [[String: Any]])

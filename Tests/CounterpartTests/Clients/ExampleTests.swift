@@ -285,7 +285,7 @@ struct ExampleTests {
         #expect(stored.size == Int64(image.count))
         #expect(stored.sha256 == (try sha256(image)))
         #expect(stored.url == "/uploads/Snip20151228_572.png")
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("Snip20151228_572.png")) == image)
+        #expect(try server.uploadedData("Snip20151228_572.png") == image)
         // didSendBodyData reached the whole body.
         let last = try #require(progress.value.last)
         #expect(last.bytesSent == length && last.bytesExpected == length && last.fraction == 1.0)

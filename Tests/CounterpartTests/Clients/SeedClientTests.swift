@@ -82,7 +82,7 @@ struct SeedClientTests {
         #expect(file["size"] as? Int == image.count)
         #expect(file["url"] as? String == "/uploads/header%201.png")
         #expect((json["fields"] as? [[String: Any]])?.first?["value"] as? String == "Submit")
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("header 1.png")) == image)
+        #expect(try server.uploadedData("header 1.png") == image)
     }
 
     // MARK: seed 001 — boundary "abc" without a space, no final CRLF; HEAD for file info; resume rules

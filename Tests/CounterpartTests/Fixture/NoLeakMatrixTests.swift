@@ -59,7 +59,9 @@ struct NoLeakMatrixTests {
                 : Array(("PATCH \(path) HTTP/1.1\r\nHost: x\r\nUpload-Draft-Interop-Version: 8\r\nUpload-Complete: ?1\r\nUpload-Offset: 5000\r\n"
                     + "Content-Type: application/partial-upload\r\nContent-Length: \(form.count - 5_000)\r\n\(header)\r\n").utf8) + form.dropFirst(5_000)
         }
-        let faulted = String(decoding: try exchangeGivingUp(port: port, request, after: 0.5), as: UTF8.self)
+        // An object store's round trips make an answer take longer than a folder's.
+        let patience = server.objectStore == nil ? 0.5 : 3
+        let faulted = String(decoding: try exchangeGivingUp(port: port, request, after: patience), as: UTF8.self)
         // An append the fault only slowed down completed the upload: nothing is left to resume.
         let completed = endpoint == .ietfAppend && faulted.contains("HTTP/1.1 200 ")
 
@@ -98,12 +100,12 @@ struct NoLeakMatrixTests {
         #expect(expected.contains(next), "the request after \(fault) on \(endpoint) got \(next)")
 
         // No temporary file of an upload or of a state save.
-        #expect(server.eventually { Self.temporaryFiles(in: server.uploads).isEmpty }, "left: \(Self.temporaryFiles(in: server.uploads))")
+        #expect(server.eventually { server.temporaryFiles().isEmpty }, "left: \(server.temporaryFiles())")
         // No slot: the uploads in progress are those the client was told of (a creation's
         // Location, the follow-up's tus creation), and exactly as many more creations fit.
         let toldOf = (endpoint == .tusCreate || endpoint == .ietfCreate) && faulted.lowercased().contains("\r\nlocation:") ? 1 : 0
         let inProgress = toldOf + (endpoint == .tusCreate ? 1 : 0)
-        #expect(Self.uploadsInProgress(in: server.uploads) == inProgress, "uploads in progress after \(fault) on \(endpoint)")
+        #expect(server.resumableUploadsInProgress() == inProgress, "uploads in progress after \(fault) on \(endpoint)")
         for index in 0...(Self.slots - inProgress) {
             let created = try tus(["-X", "POST", "-H", "Upload-Length: 5", server.url("/files")])
             #expect(created.status == (index < Self.slots - inProgress ? 201 : 503),
@@ -130,18 +132,6 @@ struct NoLeakMatrixTests {
             if status >= 200 { return status }
         }
         return 0
-    }
-
-    static func temporaryFiles(in uploads: URL) -> [String] {
-        let top = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
-        let resumable = (try? FileManager.default.contentsOfDirectory(atPath: uploads.appendingPathComponent(".resumable").path)) ?? []
-        return top.filter { $0.hasPrefix(".counterpart-") } + resumable.filter { $0.hasSuffix(".tmp") }
-    }
-
-    /// Resumable uploads in progress: those whose data file is still in the store.
-    static func uploadsInProgress(in uploads: URL) -> Int {
-        ((try? FileManager.default.contentsOfDirectory(atPath: uploads.appendingPathComponent(".resumable").path)) ?? [])
-            .filter { $0.hasSuffix(".data") }.count
     }
 }
 

@@ -33,7 +33,7 @@ struct DroppedAppendTests {
         append.send(client.patch(path, offset: 1_000, Array(body[1_000...]), complete: true))
         let (head, _) = try #require(append.readResponse())
         #expect(statusCode(of: head) == 200, "\(head)")
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("dropped-\(version).bin")) == Data(content))
+        #expect(try server.uploadedData("dropped-\(version).bin") == Data(content))
     }
 
     /// One tus request over its own connection.

@@ -143,7 +143,7 @@ struct ResumableUploadTests {
         if version >= 7 || version == 3 { #expect(headerValue(client.completenessHeader, in: head) == client.value(complete: true)) }
         let json = try #require(try JSONSerialization.jsonObject(with: Data(answer)) as? [String: Any])
         #expect((json["files"] as? [[String: Any]])?.first?["sha256"] as? String == SHA256.hex(of: content))
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("one-\(version).bin")) == Data(content))
+        #expect(try server.uploadedData("one-\(version).bin") == Data(content))
     }
 
     @Test(arguments: 3...9)
@@ -193,7 +193,7 @@ struct ResumableUploadTests {
         #expect(headerValue(client.completenessHeader, in: appended) == client.value(complete: false))
         let (done, _) = try #require(try client.response(to: client.patch(path, offset: 6_000, Array(body[6_000...]), complete: true)))
         #expect(statusCode(of: done) == 200)
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("parts-\(version).bin")) == Data(content))
+        #expect(try server.uploadedData("parts-\(version).bin") == Data(content))
     }
 
     @Test(arguments: 3...9)
@@ -386,6 +386,6 @@ extension ResumableUploadTests {
         #expect(statusCode(of: try whole.wait()) == 200)
         #expect(statusCode(of: last.head) != 500, "\(last.head)\(String(decoding: last.body, as: UTF8.self))")
         #expect(server.uploadedNames().filter { !$0.hasPrefix(".") } == ["processed-\(version).bin"])
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("processed-\(version).bin")) == Data(content))
+        #expect(try server.uploadedData("processed-\(version).bin") == Data(content))
     }
 }

@@ -76,7 +76,7 @@ struct TakeoverTests {
         #expect(headerValue("Upload-Offset", in: answer) == String(content.count))
         // A's late bytes change nothing.
         silent.send([UInt8](repeating: 0x21, count: 100_000))
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent(name)) == Data(content))
+        #expect(try server.uploadedData(name) == Data(content))
     }
 
     /// A PATCH that takes the upload over without asking the offset first closes the old
@@ -104,7 +104,7 @@ struct TakeoverTests {
         } else {
             #expect(statusCode(of: answer) == 204, "\(answer)")
         }
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent(name)) == Data(content))
+        #expect(try server.uploadedData(name) == Data(content))
     }
 
     @Test(arguments: [3, 6, 8, 9])
@@ -121,7 +121,7 @@ struct TakeoverTests {
         let answer = try #require(resume.readResponse()?.head)
         #expect(statusCode(of: answer) == 200, "\(answer)")
         silent.send([UInt8](repeating: 0x21, count: body.count - 100_000))
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("taken-over-\(version).bin")) == Data(content))
+        #expect(try server.uploadedData("taken-over-\(version).bin") == Data(content))
     }
 
     /// `Counterpart-Takeover: off` keeps the answer of before: 423 (tus), 409 (IETF).

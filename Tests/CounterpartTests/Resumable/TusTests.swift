@@ -187,7 +187,7 @@ struct TusTests {
                               "--data-binary", "@\(body)", url])
         #expect(second.status == 423)
         #expect(try slow.wait().status == 204)
-        #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("upload"))) == (try sha256(testBytes(count: 300_000))))
+        #expect(try sha256(try server.uploadedData("upload")) == (try sha256(testBytes(count: 300_000))))
     }
 
     /// A request that comes while a complete upload is being stored (hashed, given its
@@ -215,7 +215,7 @@ struct TusTests {
         #expect(try whole.wait().status == 204)
         #expect([204, 409].contains(statuses.last ?? 0), "\(statuses)")
         #expect(server.uploadedNames().filter { !$0.hasPrefix(".") } == ["whole.bin"])
-        #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("whole.bin"))) == (try sha256(testBytes(count: size))))
+        #expect(try sha256(try server.uploadedData("whole.bin")) == (try sha256(testBytes(count: size))))
     }
 
     @Test func anUploadExpires() throws {
@@ -233,7 +233,7 @@ struct TusTests {
         let path = try temporaryFile("tuspy.bin", data)
         let result = try python(tuspyUpload, [server.url("/files"), path, "600000"])
         #expect(result.status == 0 && !result.output.hasPrefix("FAILED"), "\(result.output)")
-        #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("tuspy.bin"))) == (try sha256(data)))
+        #expect(try sha256(try server.uploadedData("tuspy.bin")) == (try sha256(data)))
         let patches = server.server.journal.waitForRequests(method: "PATCH", count: 5)
         #expect(patches.count == 5)
     }
@@ -251,7 +251,7 @@ struct TusTests {
         #expect(offset > 0 && offset <= 300_000)
         let resumed = try python(tuspyUpload, [server.url("/files"), path, "600000", "resume=\(server.url(location))"])
         #expect(!resumed.output.hasPrefix("FAILED"), "\(resumed.output)")
-        #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("cut.bin"))) == (try sha256(data)))
+        #expect(try sha256(try server.uploadedData("cut.bin")) == (try sha256(data)))
     }
 
     @Test func tuspyResumesAfterItsProcessIsKilled() throws {
@@ -273,7 +273,7 @@ struct TusTests {
         #expect(offset > 0 && offset < 3_000_000)
         let resumed = try python(tuspyUpload, [server.url("/files"), path, "500000", "resume=\(server.url(location))"])
         #expect(!resumed.output.hasPrefix("FAILED"), "\(resumed.output)")
-        #expect(try sha256(try Data(contentsOf: server.uploads.appendingPathComponent("killed.bin"))) == (try sha256(data)))
+        #expect(try sha256(try server.uploadedData("killed.bin")) == (try sha256(data)))
     }
 
     @Test func aRestartInTheMiddleLosesNothing() throws {

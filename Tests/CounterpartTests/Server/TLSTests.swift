@@ -86,6 +86,6 @@ struct TLSTests {
             """
         let result = try python(script, [String(server.server.port), certificateFile])
         #expect(result.output == "HTTP/1.1 104 Upload Resumption Supported\nHTTP/1.1 200 OK\n", "\(result.output)")
-        #expect(try Data(contentsOf: server.uploads.appendingPathComponent("tls.bin")) == Data("secret".utf8))
+        #expect(try server.uploadedData("tls.bin") == Data("secret".utf8))
     }
 }

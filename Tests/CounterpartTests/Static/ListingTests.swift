@@ -203,8 +203,12 @@ struct ListingTests {
         }
         let json = try curl(["-H", "Accept: application/json", server.url("/uploads/?sort=size&order=desc")])
         #expect(try jsonNames(json) == ["large.bin", "medium.dat", "small.txt"])
-        let newest = try curl(["-H", "Accept: application/json", server.url("/uploads/?sort=time&order=desc")])
-        #expect(try jsonNames(newest) == ["medium.dat", "large.bin", "small.txt"])
+        // Uploads within one second sort by their time on disk (nanoseconds); an object
+        // store keeps whole seconds only.
+        if server.objectStore == nil {
+            let newest = try curl(["-H", "Accept: application/json", server.url("/uploads/?sort=time&order=desc")])
+            #expect(try jsonNames(newest) == ["medium.dat", "large.bin", "small.txt"])
+        }
         let html = try curl(["-H", "Accept: text/html", server.url("/uploads/")]).text
         #expect(listedNames(html) == ["large.bin", "medium.dat", "small.txt"])
         #expect(html.contains("<h1>Index of <a href=\"/\">/</a><a href=\"/uploads/\">uploads/</a></h1>"))

@@ -1,4 +1,4 @@
-import Counterpart
+@testable import Counterpart
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -7,11 +7,20 @@ import Testing
 
 /// A server on a free port with its own temporary root and uploads folders, stopped and
 /// removed when the value goes away.
+///
+/// With `COUNTERPART_TEST_STORE=s3` (and an engine, `COUNTERPART_S3_ENV`) its uploads go to
+/// the object store instead, under a prefix of its own: `make test-s3` runs the storage
+/// suites so, against both backends.
 final class TestServer: Sendable {
     let server: CounterpartServer
     let root: URL
     let uploads: URL
+    /// The object store the uploads go to, on the server's own prefix; nil: the uploads folder.
+    let objectStore: S3Client?
     private let folder: URL
+
+    /// Whether this run's test servers keep their uploads in the object store.
+    static let usesObjectStore = ProcessInfo.processInfo.environment["COUNTERPART_TEST_STORE"] == "s3"
 
     init(configure: (inout Configuration) -> Void = { _ in }, populate: (URL) throws -> Void = { _ in }) throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("counterpart-test-\(UUID().uuidString)")
@@ -20,6 +29,13 @@ final class TestServer: Sendable {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try populate(root)
         var configuration = Configuration(root: root.path, uploads: uploads.path)
+        if Self.usesObjectStore {
+            let client = try S3TestEngine.client()
+            configuration.objectStore = client.configuration
+            objectStore = client
+        } else {
+            objectStore = nil
+        }
         configure(&configuration)
         server = try CounterpartServer(configuration)
     }
@@ -31,9 +47,57 @@ final class TestServer: Sendable {
 
     func url(_ path: String) -> String { server.baseURL.absoluteString + path }
 
-    /// The names in the uploads folder, hidden temporary files included.
+    /// The names in the uploads folder, hidden temporary files included. In the object
+    /// store: the objects' names, and `.multipart-KEY` for each multipart upload left open
+    /// (what a temporary file is on disk).
     func uploadedNames() -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).sorted()
+        guard let objectStore else { return ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).sorted() }
+        var names: [String] = []
+        var token: String?
+        repeat {
+            guard let page = try? objectStore.listObjects(prefix: "", delimiter: "/", continuationToken: token) else { break }
+            names += page.objects.map(\.key).filter { !$0.hasPrefix(".") }
+            token = page.nextContinuationToken
+        } while token != nil
+        let open = (try? objectStore.listMultipartUploads()) ?? []
+        names += open.filter { !$0.key.hasPrefix(".") }.map { ".multipart-" + $0.key }
+        return names.sorted()
+    }
+
+    /// Puts a file in the uploads as another tool would (not through the server).
+    func storeUpload(_ data: Data, as name: String) throws {
+        guard let objectStore else {
+            try FileManager.default.createDirectory(at: uploads, withIntermediateDirectories: true)
+            return try data.write(to: uploads.appendingPathComponent(name))
+        }
+        try objectStore.putObject(name, bytes: [UInt8](data))
+    }
+
+    /// Resumable uploads in progress: those whose bytes are still in the store.
+    func resumableUploadsInProgress() -> Int {
+        guard let objectStore else {
+            return ((try? FileManager.default.contentsOfDirectory(atPath: uploads.appendingPathComponent(".resumable").path)) ?? [])
+                .filter { $0.hasSuffix(".data") }.count
+        }
+        let keys = (try? objectStore.listObjects(prefix: S3ResumableStorage.prefix).objects.map(\.key)) ?? []
+        return keys.filter { $0.hasSuffix(".parts") }.count
+    }
+
+    /// What a failed or finished request must not leave: temporary files of uploads and of
+    /// state saves (a folder), multipart uploads left open (an object store).
+    func temporaryFiles() -> [String] {
+        guard objectStore != nil else {
+            let top = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
+            let resumable = (try? FileManager.default.contentsOfDirectory(atPath: uploads.appendingPathComponent(".resumable").path)) ?? []
+            return top.filter { $0.hasPrefix(".counterpart-") } + resumable.filter { $0.hasSuffix(".tmp") }
+        }
+        return uploadedNames().filter { $0.hasPrefix(".multipart-") }
+    }
+
+    /// The bytes of the upload stored as `name`, from the folder or the object store.
+    func uploadedData(_ name: String) throws -> Data {
+        guard let objectStore else { return try Data(contentsOf: uploads.appendingPathComponent(name)) }
+        return Data(try #require(try objectStore.getObject(name), "\(name) is not in the object store"))
     }
 
     /// Waits until `condition` holds (requests complete on server threads), up to 5 s.

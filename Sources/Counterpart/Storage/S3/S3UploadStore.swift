@@ -80,8 +80,19 @@ final class S3UploadStore: UploadStorage {
     }
 
     /// Claims `name` or the first free variant of it (see the type's comment); the name.
+    /// The claims of its variants are listed first, so that a name used a hundred times
+    /// costs one listing, not a hundred refused creations.
     func claimName(_ name: String) throws(StorageError) -> String {
-        try StoredNames.first(for: name) { candidate throws(StorageError) in
+        let stem = name.lastIndex(of: ".").map { String(name[..<$0]) } ?? name
+        var claimed: Set<String> = []
+        var token: String?
+        repeat {
+            guard let page = try? client.listObjects(prefix: Self.namesPrefix + stem, continuationToken: token) else { break }
+            claimed.formUnion(page.objects.map { String($0.key.dropFirst(Self.namesPrefix.count)) })
+            token = page.nextContinuationToken
+        } while token != nil
+        return try StoredNames.first(for: name) { candidate throws(StorageError) in
+            if claimed.contains(candidate) { return false }
             do {
                 try client.putObject(Self.namesPrefix + candidate, bytes: [], condition: .ifNoneMatch)
             } catch S3Error.preconditionFailed {
