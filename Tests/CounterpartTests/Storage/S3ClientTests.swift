@@ -128,6 +128,38 @@ struct S3ClientTests {
         #expect(try !s3.listMultipartUploads().contains { $0.uploadID == upload })
     }
 
+    @Test func bodiesAreReadFromStretchesOfAFile() throws {
+        let s3 = try S3TestEngine.client()
+        let bytes = [UInt8](testBytes(count: 6 * Self.mebibyte + 500, seed: 5))
+        let path = try temporaryFile("s3-body-\(UUID().uuidString).bin", Data(bytes))
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        let descriptor = open(path, O_RDONLY)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+
+        try s3.putObject("stretch", body: .file(descriptor: descriptor, offset: 1000, count: 2000))
+        #expect(try s3.getObject("stretch") == Array(bytes[1000..<3000]))
+
+        let upload = try s3.createMultipartUpload("from-file")
+        let split = Int64(5 * Self.mebibyte)
+        let parts = [
+            (number: 1, etag: try s3.uploadPart("from-file", uploadID: upload, number: 1, body: .file(descriptor: descriptor, offset: 0, count: split))),
+            (number: 2, etag: try s3.uploadPart("from-file", uploadID: upload, number: 2,
+                                                 body: .file(descriptor: descriptor, offset: split, count: Int64(bytes.count) - split))),
+        ]
+        try s3.completeMultipartUpload("from-file", uploadID: upload, parts: parts)
+        #expect(try s3.getObject("from-file") == bytes)
+
+        #expect {
+            try s3.putObject("short", body: .file(descriptor: descriptor, offset: Int64(bytes.count) - 10, count: 20))
+        } throws: { error in
+            guard case S3Error.invalidRequest(let detail) = error else { return false }
+            return detail.contains("ended 10 bytes before")
+        }
+        #expect(try s3.headObject("short") == nil, "a body cut short is not stored")
+        #expect(try s3.headObject("stretch")?.size == 2000, "the handle works after an aborted body")
+    }
+
     @Test func aPartBelowFiveMebibytesButTheLastIsRefusedAtCompletion() throws {
         let s3 = try S3TestEngine.client()
         let upload = try s3.createMultipartUpload("small-parts")
