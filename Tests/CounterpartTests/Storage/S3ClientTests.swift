@@ -160,6 +160,18 @@ struct S3ClientTests {
         #expect(try s3.headObject("stretch")?.size == 2000, "the handle works after an aborted body")
     }
 
+    @Test func withoutAContentTypeAMultipartObjectGetsTheSameDefaultAsAPut() throws {
+        let s3 = try S3TestEngine.client()
+        try s3.putObject("put", bytes: [1])
+        let upload = try s3.createMultipartUpload("joined")
+        let etag = try [UInt8]([2]).withUnsafeBytes { try s3.uploadPart("joined", uploadID: upload, number: 1, bytes: $0) }
+        try s3.completeMultipartUpload("joined", uploadID: upload, parts: [(1, etag)])
+        let put = try #require(try s3.headObject("put"))
+        let joined = try #require(try s3.headObject("joined"))
+        #expect(joined.contentType == put.contentType, "not curl's form type for a POST")
+        #expect(put.contentType == "binary/octet-stream")
+    }
+
     @Test func aPartBelowFiveMebibytesButTheLastIsRefusedAtCompletion() throws {
         let s3 = try S3TestEngine.client()
         let upload = try s3.createMultipartUpload("small-parts")

@@ -35,6 +35,8 @@ public enum S3Body {
     case bytes(UnsafeRawBufferPointer)
     case file(descriptor: Int32, offset: Int64, count: Int64)
 
+    static var empty: S3Body { .bytes(UnsafeRawBufferPointer(start: nil, count: 0)) }
+
     var count: Int64 {
         switch self {
         case .bytes(let bytes): return Int64(bytes.count)
@@ -116,7 +118,7 @@ final class CurlHandle: @unchecked Sendable {
                  sink: ((UnsafeRawBufferPointer) throws -> Void)?) throws -> (CurlResponse, Int) {
         // reset keeps the handle's live connections; only the options go.
         curl_easy_reset(handle)
-        let exchange = Exchange(handle: handle, body: request.body ?? .bytes(UnsafeRawBufferPointer(start: nil, count: 0)))
+        let exchange = Exchange(handle: handle, body: request.body ?? .empty)
         var headerList: UnsafeMutablePointer<curl_slist>? = nil
         // Curl signs the headers it is given, x-amz-content-sha256 among them; 7.88 does not
         // add that one itself, and S3 refuses a request without it. The payload is not hashed:
@@ -169,13 +171,12 @@ final class CurlHandle: @unchecked Sendable {
             // was tried: RGW then answers an early error (403) without reading the body, keeps
             // the connection, and reads the body as the next request (a 400). A removal
             // (`Expect:`) would break the signature.
-            if request.method == .put {
-                set(CURLOPT_UPLOAD, 1)
-                set(CURLOPT_INFILESIZE_LARGE, offset: exchange.body.count)
-            } else {
-                set(CURLOPT_POST, 1)
-                set(CURLOPT_POSTFIELDSIZE_LARGE, offset: exchange.body.count)
-            }
+            set(CURLOPT_UPLOAD, 1)
+            set(CURLOPT_INFILESIZE_LARGE, offset: exchange.body.count)
+            // A POST is sent as an upload with its method renamed: CURLOPT_POST would add
+            // `Content-Type: application/x-www-form-urlencoded`, which S3 then stores as the
+            // content type of a multipart upload's object.
+            if request.method == .post { set(CURLOPT_CUSTOMREQUEST, "POST") }
             if code == CURLE_OK { code = ccurl_setopt_read_function(handle, curlRead) }
             set(CURLOPT_READDATA, pointer: context)
             // Lets curl send the body again on a fresh connection when a reused one died.

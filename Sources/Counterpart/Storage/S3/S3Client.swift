@@ -114,7 +114,7 @@ public final class S3Client: Sendable {
     public func copyObject(from source: String, to destination: String, condition: S3WriteCondition = .none) throws -> String {
         let headers = ["x-amz-copy-source: /\(configuration.bucket)/\(Self.encodedPath(configuration.prefix + source))"]
             + Self.conditionHeaders(condition)
-        let response = try send(.put, key: destination, headers: headers, body: .bytes(UnsafeRawBufferPointer(start: nil, count: 0)))
+        let response = try send(.put, key: destination, headers: headers, body: .empty)
         try Self.requireSuccess(response, conditional: condition != .none)
         // A copy can fail after its 200 has been sent: the error is then the body.
         let document = try Self.document(response)
@@ -129,7 +129,7 @@ public final class S3Client: Sendable {
     /// 5 MiB (S3 refuses a completion otherwise, with `EntityTooSmall`).
     public func createMultipartUpload(_ key: String, contentType: String? = nil, metadata: [String: String] = [:]) throws -> String {
         let headers = try Self.objectHeaders(contentType: contentType, metadata: metadata)
-        let response = try send(.post, key: key, query: ["uploads": ""], headers: headers, body: .bytes(UnsafeRawBufferPointer(start: nil, count: 0)))
+        let response = try send(.post, key: key, query: ["uploads": ""], headers: headers, body: .empty)
         try Self.requireSuccess(response)
         guard let uploadID = try Self.document(response)["UploadId"], !uploadID.isEmpty else {
             throw Self.malformed("InitiateMultipartUploadResult without an UploadId", response)
@@ -225,7 +225,7 @@ public final class S3Client: Sendable {
         let head = try send(.head, key: nil)
         if (200...299).contains(head.status) { return }
         if head.status != 404 { try Self.requireSuccess(head) }
-        let response = try send(.put, key: nil, body: .bytes(UnsafeRawBufferPointer(start: nil, count: 0)))
+        let response = try send(.put, key: nil, body: .empty)
         if response.status == 409, Self.errorCode(response) == "BucketAlreadyOwnedByYou" { return }
         try Self.requireSuccess(response)
     }
