@@ -117,6 +117,12 @@ struct S3ClientTests {
                 parts.append((number, try s3.uploadPart("joined.bin", uploadID: upload, number: number, bytes: part)))
             }
         }
+        let listed = try s3.listParts("joined.bin", uploadID: upload)
+        #expect(listed.map(\.number) == [1, 2, 3])
+        #expect(listed.map(\.etag) == parts.map(\.etag))
+        #expect(listed.map(\.size) == [Int64(5 * Self.mebibyte), Int64(5 * Self.mebibyte), 1000])
+        #expect(try s3.listParts("joined.bin", uploadID: upload, pageSize: 2).map(\.number) == [1, 2, 3], "two pages")
+        #expect(try s3.listParts("joined.bin", uploadID: upload, pageSize: 1).map(\.number) == [1, 2, 3], "three pages")
         let etag = try s3.completeMultipartUpload("joined.bin", uploadID: upload, parts: parts)
         let info = try #require(try s3.headObject("joined.bin"))
         if let etag { #expect(etag == info.etag) }
@@ -196,6 +202,7 @@ struct S3ClientTests {
         }
         try s3.abortMultipartUpload("dropped", uploadID: upload)
         #expect(try s3.listMultipartUploads().isEmpty)
+        #expect(throws: S3Error.notFound) { try s3.listParts("dropped", uploadID: upload) }
         #expect(try s3.headObject("dropped") == nil)
         #expect(try s3.listObjects().objects.isEmpty)
         // An abort of an upload already gone is not an error (a retried clean-up).

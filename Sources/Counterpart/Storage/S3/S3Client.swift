@@ -179,6 +179,36 @@ public final class S3Client: Sendable {
         try Self.requireSuccess(response)
     }
 
+    /// The parts an upload holds so far, in order, every page of them: what resuming after a
+    /// restart needs when the part list was not kept elsewhere. No such upload (completed,
+    /// aborted or never made) throws `.notFound`: RGW 16.2 answers NoSuchKey, S3 NoSuchUpload.
+    public func listParts(_ key: String, uploadID: String) throws -> [(number: Int, etag: String, size: Int64)] {
+        try listParts(key, uploadID: uploadID, pageSize: 1000)
+    }
+
+    /// `pageSize` parts a request (S3's most is 1000): smaller in tests of the paging.
+    func listParts(_ key: String, uploadID: String, pageSize: Int) throws -> [(number: Int, etag: String, size: Int64)] {
+        var parts: [(number: Int, etag: String, size: Int64)] = []
+        var marker: String?
+        repeat {
+            var query = ["max-parts": String(pageSize), "uploadId": uploadID]
+            if let marker { query["part-number-marker"] = marker }
+            let response = try send(.get, key: key, query: query)
+            if response.status == 404 { throw S3Error.notFound }
+            try Self.requireSuccess(response)
+            let document = try Self.document(response)
+            for part in document.children("Part") {
+                guard let number = part["PartNumber"].flatMap({ Int($0) }), let size = part["Size"].flatMap({ Int64($0) }) else {
+                    throw Self.malformed("a part without a PartNumber or Size", response)
+                }
+                parts.append((number, Self.unquoted(part["ETag"] ?? ""), size))
+            }
+            let next = document["NextPartNumberMarker"]
+            marker = document["IsTruncated"] == "true" && next != marker ? next : nil
+        } while marker != nil
+        return parts
+    }
+
     /// The multipart uploads in progress under `prefix` (relative to the client's), as key and
     /// upload id: what a clean-up of abandoned uploads needs. One page of up to 1000.
     public func listMultipartUploads(prefix: String = "") throws -> [(key: String, uploadID: String)] {
