@@ -117,6 +117,12 @@ struct S3ClientTests {
                 parts.append((number, try s3.uploadPart("joined.bin", uploadID: upload, number: number, bytes: part)))
             }
         }
+        let listed = try s3.listParts("joined.bin", uploadID: upload)
+        #expect(listed.map(\.number) == [1, 2, 3])
+        #expect(listed.map(\.etag) == parts.map(\.etag))
+        #expect(listed.map(\.size) == [Int64(5 * Self.mebibyte), Int64(5 * Self.mebibyte), 1000])
+        #expect(try s3.listParts("joined.bin", uploadID: upload, pageSize: 2).map(\.number) == [1, 2, 3], "two pages")
+        #expect(try s3.listParts("joined.bin", uploadID: upload, pageSize: 1).map(\.number) == [1, 2, 3], "three pages")
         let etag = try s3.completeMultipartUpload("joined.bin", uploadID: upload, parts: parts)
         let info = try #require(try s3.headObject("joined.bin"))
         if let etag { #expect(etag == info.etag) }
@@ -126,6 +132,50 @@ struct S3ClientTests {
         #expect(info.metadata == ["origin": "tüs"])
         #expect(try s3.getObject("joined.bin") == bytes)
         #expect(try !s3.listMultipartUploads().contains { $0.uploadID == upload })
+    }
+
+    @Test func bodiesAreReadFromStretchesOfAFile() throws {
+        let s3 = try S3TestEngine.client()
+        let bytes = [UInt8](testBytes(count: 6 * Self.mebibyte + 500, seed: 5))
+        let path = try temporaryFile("s3-body-\(UUID().uuidString).bin", Data(bytes))
+        defer { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+        let descriptor = open(path, O_RDONLY)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+
+        try s3.putObject("stretch", body: .file(descriptor: descriptor, offset: 1000, count: 2000))
+        #expect(try s3.getObject("stretch") == Array(bytes[1000..<3000]))
+
+        let upload = try s3.createMultipartUpload("from-file")
+        let split = Int64(5 * Self.mebibyte)
+        let parts = [
+            (number: 1, etag: try s3.uploadPart("from-file", uploadID: upload, number: 1, body: .file(descriptor: descriptor, offset: 0, count: split))),
+            (number: 2, etag: try s3.uploadPart("from-file", uploadID: upload, number: 2,
+                                                 body: .file(descriptor: descriptor, offset: split, count: Int64(bytes.count) - split))),
+        ]
+        try s3.completeMultipartUpload("from-file", uploadID: upload, parts: parts)
+        #expect(try s3.getObject("from-file") == bytes)
+
+        #expect {
+            try s3.putObject("short", body: .file(descriptor: descriptor, offset: Int64(bytes.count) - 10, count: 20))
+        } throws: { error in
+            guard case S3Error.invalidRequest(let detail) = error else { return false }
+            return detail.contains("ended 10 bytes before")
+        }
+        #expect(try s3.headObject("short") == nil, "a body cut short is not stored")
+        #expect(try s3.headObject("stretch")?.size == 2000, "the handle works after an aborted body")
+    }
+
+    @Test func withoutAContentTypeAMultipartObjectGetsTheSameDefaultAsAPut() throws {
+        let s3 = try S3TestEngine.client()
+        try s3.putObject("put", bytes: [1])
+        let upload = try s3.createMultipartUpload("joined")
+        let etag = try [UInt8]([2]).withUnsafeBytes { try s3.uploadPart("joined", uploadID: upload, number: 1, bytes: $0) }
+        try s3.completeMultipartUpload("joined", uploadID: upload, parts: [(1, etag)])
+        let put = try #require(try s3.headObject("put"))
+        let joined = try #require(try s3.headObject("joined"))
+        #expect(joined.contentType == put.contentType, "not curl's form type for a POST")
+        #expect(put.contentType == "binary/octet-stream")
     }
 
     @Test func aPartBelowFiveMebibytesButTheLastIsRefusedAtCompletion() throws {
@@ -152,6 +202,7 @@ struct S3ClientTests {
         }
         try s3.abortMultipartUpload("dropped", uploadID: upload)
         #expect(try s3.listMultipartUploads().isEmpty)
+        #expect(throws: S3Error.notFound) { try s3.listParts("dropped", uploadID: upload) }
         #expect(try s3.headObject("dropped") == nil)
         #expect(try s3.listObjects().objects.isEmpty)
         // An abort of an upload already gone is not an error (a retried clean-up).

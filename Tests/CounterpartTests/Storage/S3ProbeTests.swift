@@ -19,6 +19,20 @@ struct S3ProbeTests {
 
     static func report(_ line: String) { print("probe: \(line)") }
 
+    /// How much the engine holds: the RADOS objects in RGW's data pool (a copy that moved
+    /// its data adds one per 4 MiB) and the OSD's resident memory (memstore keeps the data
+    /// there). The cluster's ceph.conf and pids are beside its s3.env.
+    static func engineUsage() throws -> String {
+        let environmentFile = try #require(ProcessInfo.processInfo.environment["COUNTERPART_S3_ENV"])
+        let folder = URL(fileURLWithPath: environmentFile).deletingLastPathComponent()
+        let objects = try runCommand("/usr/bin/rados", ["-c", folder.appendingPathComponent("ceph.conf").path, "-p", "default.rgw.buckets.data", "ls"])
+        let pids = try String(contentsOf: folder.appendingPathComponent("pids"), encoding: .utf8)
+        let osd = pids.split(separator: "\n").first { $0.hasPrefix("osd ") }.map { String($0.dropFirst(4)) } ?? "?"
+        let status = (try? String(contentsOfFile: "/proc/\(osd)/status", encoding: .utf8)) ?? ""
+        let rss = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }.map { $0.split(separator: " ").dropFirst().first.map(String.init) ?? "?" } ?? "?"
+        return "\(objects.output.split(separator: "\n").count) RADOS objects in the data pool, OSD RSS \((Int(rss) ?? 0) / 1024) MiB"
+    }
+
     static func tally(_ outcomes: [WriteOutcome]) -> String {
         var counts: [String: Int] = [:]
         for outcome in outcomes {
@@ -69,10 +83,12 @@ struct S3ProbeTests {
         let whole = [UInt8](repeating: 0x5A, count: 256 * Self.mebibyte)
         let put = try Self.seconds { try s3.putObject("large-put", bytes: whole) }
         Self.report(String(format: "256 MiB in one PUT: %.2f s", put))
+        Self.report("before the copies: \(try Self.engineUsage())")
         for round in 0..<3 {
             let copy = try Self.seconds { try s3.copyObject(from: "large", to: "large-copy-\(round)") }
             Self.report(String(format: "server-side copy of the 256 MiB multipart object: %.3f s", copy))
         }
+        Self.report("after 3 copies of the multipart object: \(try Self.engineUsage())")
         let copyOfPut = try Self.seconds { try s3.copyObject(from: "large-put", to: "large-put-copy") }
         Self.report(String(format: "server-side copy of the 256 MiB single-PUT object: %.3f s", copyOfPut))
         #expect(try s3.headObject("large-copy-0")?.size == Int64(256 * Self.mebibyte))

@@ -12,7 +12,7 @@ struct CurlRequest {
     /// `Name: value` lines; never a removal (`Name:`), which curl would sign but not send.
     var headers: [String]
     /// The body of a PUT or POST (empty for a PUT without one, such as a copy).
-    var body: UnsafeRawBufferPointer?
+    var body: S3Body?
 }
 
 /// What came back: the final response's status and headers, and its body when it was not
@@ -25,6 +25,23 @@ struct CurlResponse {
 
     func header(_ name: String) -> String? {
         headers.first { $0.name == name }?.value
+    }
+}
+
+/// A request body: bytes in memory, or a stretch of an open file, read with `pread` as the
+/// request goes out (a part of hundreds of MiB need not be in memory; the descriptor's own
+/// offset is not moved). Either must stay valid until the call returns.
+public enum S3Body {
+    case bytes(UnsafeRawBufferPointer)
+    case file(descriptor: Int32, offset: Int64, count: Int64)
+
+    static var empty: S3Body { .bytes(UnsafeRawBufferPointer(start: nil, count: 0)) }
+
+    var count: Int64 {
+        switch self {
+        case .bytes(let bytes): return Int64(bytes.count)
+        case .file(_, _, let count): return count
+        }
     }
 }
 
@@ -101,7 +118,7 @@ final class CurlHandle: @unchecked Sendable {
                  sink: ((UnsafeRawBufferPointer) throws -> Void)?) throws -> (CurlResponse, Int) {
         // reset keeps the handle's live connections; only the options go.
         curl_easy_reset(handle)
-        let exchange = Exchange(handle: handle, body: request.body ?? UnsafeRawBufferPointer(start: nil, count: 0))
+        let exchange = Exchange(handle: handle, body: request.body ?? .empty)
         var headerList: UnsafeMutablePointer<curl_slist>? = nil
         // Curl signs the headers it is given, x-amz-content-sha256 among them; 7.88 does not
         // add that one itself, and S3 refuses a request without it. The payload is not hashed:
@@ -154,13 +171,12 @@ final class CurlHandle: @unchecked Sendable {
             // was tried: RGW then answers an early error (403) without reading the body, keeps
             // the connection, and reads the body as the next request (a 400). A removal
             // (`Expect:`) would break the signature.
-            if request.method == .put {
-                set(CURLOPT_UPLOAD, 1)
-                set(CURLOPT_INFILESIZE_LARGE, offset: Int64(exchange.body.count))
-            } else {
-                set(CURLOPT_POST, 1)
-                set(CURLOPT_POSTFIELDSIZE_LARGE, offset: Int64(exchange.body.count))
-            }
+            set(CURLOPT_UPLOAD, 1)
+            set(CURLOPT_INFILESIZE_LARGE, offset: exchange.body.count)
+            // A POST is sent as an upload with its method renamed: CURLOPT_POST would add
+            // `Content-Type: application/x-www-form-urlencoded`, which S3 then stores as the
+            // content type of a multipart upload's object.
+            if request.method == .post { set(CURLOPT_CUSTOMREQUEST, "POST") }
             if code == CURLE_OK { code = ccurl_setopt_read_function(handle, curlRead) }
             set(CURLOPT_READDATA, pointer: context)
             // Lets curl send the body again on a fresh connection when a reused one died.
@@ -173,6 +189,7 @@ final class CurlHandle: @unchecked Sendable {
         let result = curl_easy_perform(handle)
         exchange.sink = nil
         if let error = exchange.sinkError { throw error }
+        if let error = exchange.readError { throw error }
         guard result == CURLE_OK else {
             let detail = errorBuffer[0] != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(result))
             throw S3Error.transport("\(request.method.rawValue) \(request.url): \(detail)")
@@ -187,16 +204,17 @@ final class CurlHandle: @unchecked Sendable {
     /// What the C callbacks reach through their user pointer during one perform.
     fileprivate final class Exchange {
         let handle: UnsafeMutableRawPointer
-        let body: UnsafeRawBufferPointer
-        var bodyOffset = 0
+        let body: S3Body
+        var bodyOffset: Int64 = 0
         var headers: [(name: String, value: String)] = []
         var collected: [UInt8] = []
         var sink: ((UnsafeRawBufferPointer) throws -> Void)?
         var sinkError: (any Error)?
+        var readError: S3Error?
         /// Whether the body goes to the sink: known at its first bytes, when the status is.
         var streaming: Bool?
 
-        init(handle: UnsafeMutableRawPointer, body: UnsafeRawBufferPointer) {
+        init(handle: UnsafeMutableRawPointer, body: S3Body) {
             self.handle = handle
             self.body = body
         }
@@ -236,24 +254,39 @@ final class CurlHandle: @unchecked Sendable {
             headers.append((name, String(value)))
         }
 
+        /// The next bytes of the body, 0 at its end, or CURL_READFUNC_ABORT when the file
+        /// cannot be read (or ends before the length given).
         func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
-            let count = min(buffer.count, body.count - bodyOffset)
-            guard count > 0, let base = body.baseAddress else { return 0 }
-            buffer.baseAddress!.copyMemory(from: base + bodyOffset, byteCount: count)
-            bodyOffset += count
-            return count
+            let wanted = Int(min(Int64(buffer.count), body.count - bodyOffset))
+            guard wanted > 0, let destination = buffer.baseAddress else { return 0 }
+            switch body {
+            case .bytes(let bytes):
+                destination.copyMemory(from: bytes.baseAddress! + Int(bodyOffset), byteCount: wanted)
+                bodyOffset += Int64(wanted)
+                return wanted
+            case .file(let descriptor, let offset, _):
+                let got = POSIX.retryingInterrupts { pread(descriptor, destination, wanted, off_t(offset + bodyOffset)) }
+                guard got > 0 else {
+                    readError = .invalidRequest(got == 0
+                        ? "the file ended \(body.count - bodyOffset) bytes before the body's length"
+                        : "the body could not be read from its file: \(POSIX.Failure.last)")
+                    return Int(CURL_READFUNC_ABORT)
+                }
+                bodyOffset += Int64(got)
+                return got
+            }
         }
 
         func seek(to offset: Int64, origin: Int32) -> Bool {
             let target: Int64
             switch origin {
             case SEEK_SET: target = offset
-            case SEEK_CUR: target = Int64(bodyOffset) + offset
-            case SEEK_END: target = Int64(body.count) + offset
+            case SEEK_CUR: target = bodyOffset + offset
+            case SEEK_END: target = body.count + offset
             default: return false
             }
-            guard (0...Int64(body.count)).contains(target) else { return false }
-            bodyOffset = Int(target)
+            guard (0...body.count).contains(target) else { return false }
+            bodyOffset = target
             return true
         }
     }
