@@ -256,7 +256,11 @@ struct ResumableUploads: Sendable {
 
     private func absoluteURL(of id: String, _ head: RequestHead) -> String {
         let host = head.header("Host").flatMap { $0.utf8.allSatisfy { $0 > 0x20 && $0 != 0x2F && $0 < 0x7F } ? $0 : nil }
-        let base = host.map { (isHTTPS ? "https://" : "http://") + $0 } ?? origin.value
+        // Behind a proxy that ends TLS (a load balancer in front of several servers), the
+        // scheme the client used is the proxy's `X-Forwarded-Proto`.
+        let forwarded = head.header("X-Forwarded-Proto").map { $0.lowercased() }
+        let scheme = forwarded == "https" || forwarded == "http" ? forwarded! : (isHTTPS ? "https" : "http")
+        let base = host.map { scheme + "://" + $0 } ?? origin.value
         return base + "/" + Self.pathPrefix + "/" + id
     }
 
