@@ -1,23 +1,65 @@
+import CMicroHTTPD
 import Synchronization
 
 /// The connections open now: how many each client address holds (for the per-client
 /// limit), which have kept the server waiting too long for a request head (a client
 /// that trickles its headers a byte at a time, slowloris, would otherwise hold its
-/// connection for ever: the idle timeout only counts silence), and which are sending a
-/// file that has shrunk under them (libmicrohttpd 0.9.75's sendfile loop spins on a short
-/// file for ever instead of ending the response).
+/// connection for ever: the idle timeout only counts silence), which send a request body
+/// too slowly, which to close first when the server runs out of connections, and which
+/// are sending a file that has shrunk under them (libmicrohttpd 0.9.75's sendfile loop
+/// spins on a short file for ever instead of ending the response).
 ///
 /// A connection waits for a head from when it opens and again from when each response
-/// ends (keep-alive); once its head is complete, only the idle timeout applies. The table
-/// is locked only when a connection opens or closes and by the sweep: what changes per
-/// request lives in the connection's own `WatchedConnection`, which the adapter keeps with
-/// the connection.
+/// ends (keep-alive); once its head is complete, only the idle timeout and the body rate
+/// apply. While it waits, the bytes its socket has received (the kernel counts them) tell
+/// an idle connection (none since it began to wait) from a head on its way, and how fast
+/// that head comes. The table is locked only when a connection opens or closes and by the
+/// sweep: what changes per request lives in the connection's own `WatchedConnection`,
+/// which the adapter keeps with the connection.
+
 final class ConnectionWatch: Sendable {
-    /// Connections one client address may hold before its requests are refused with 503;
-    /// 0: no limit.
-    let maxPerClient: Int
-    /// Seconds a connection has to send a complete request head; 0: no limit.
-    let headTimeout: Int
+    /// What the watch enforces; `Rules()` enforces nothing.
+    struct Rules: Sendable {
+        /// Connections one client address may hold before its requests are refused with
+        /// 503; 0: no limit.
+        var maxPerClient = 0
+        /// Seconds a connection has to send a complete request head; 0: no limit.
+        var headTimeout = 0
+        /// Seconds a head may take before `minHeadRate` applies.
+        var headGrace = 0
+        /// Bytes a second a head must keep arriving at past its grace (each `minHeadRate`
+        /// bytes buys another second, as Apache's mod_reqtimeout `MinRate`); 0: no minimum.
+        var minHeadRate = 0
+        /// Connections the server takes at once (libmicrohttpd's limit).
+        var maxConnections = 0
+        /// Percent of `maxConnections` at which connections waiting for a head (idle
+        /// keep-alive ones and unfinished heads) are closed, the longest silent first, to
+        /// make room for new ones; 0: never.
+        var evictAtPercent = 0
+        /// Bytes a second a request body must arrive at, over each `bodyRateWindow`; 0: no
+        /// minimum.
+        var minBodyRate = 0
+        /// Whether connections are TLS (no plain-text 408 can be written on them then).
+        var tls = false
+    }
+
+    /// Seconds over which a body's rate is measured: a window in which the server itself
+    /// held the connection (a stall or rate fault) does not count.
+    static let bodyRateWindow = 10
+    /// Under pressure a connection silent for less than this is not closed: its head may
+    /// be on its way.
+    static let evictionMinimumSilence = 250
+    /// How often (seconds) the sweep runs.
+    static let sweepInterval = 0.25
+
+    let rules: Rules
+    var maxPerClient: Int { rules.maxPerClient }
+
+    /// Connections the watch closed, by rule, for tests and figures.
+    let closedForHeadRate = Atomic<Int>(0)
+    let closedForHeadTimeout = Atomic<Int>(0)
+    let evicted = Atomic<Int>(0)
+    let closedForBodyRate = Atomic<Int>(0)
 
     private struct State {
         var connections: [ObjectIdentifier: WatchedConnection] = [:]
@@ -27,11 +69,9 @@ final class ConnectionWatch: Sendable {
     private let state = Mutex(State())
     private let sweeper = Mutex<PeriodicTask?>(nil)
 
-    init(maxPerClient: Int, headTimeout: Int) {
-        self.maxPerClient = maxPerClient
-        self.headTimeout = headTimeout
-        let checkEvery = headTimeout > 0 ? min(1.0, Double(headTimeout) / 4) : 1.0
-        sweeper.withLock { $0 = PeriodicTask(every: checkEvery) { [weak self] in self?.sweep() } }
+    init(rules: Rules) {
+        self.rules = rules
+        sweeper.withLock { $0 = PeriodicTask(every: Self.sweepInterval) { [weak self] in self?.sweep() } }
     }
 
     func stop() {
@@ -43,7 +83,7 @@ final class ConnectionWatch: Sendable {
         state.withLock { state in
             let count = state.perClient[client, default: 0] + 1
             state.perClient[client] = count
-            let connection = WatchedConnection(socket: socket, client: client, overLimit: maxPerClient > 0 && count > maxPerClient)
+            let connection = WatchedConnection(socket: socket, client: client, overLimit: rules.maxPerClient > 0 && count > rules.maxPerClient)
             state.connections[ObjectIdentifier(connection)] = connection
             return connection
         }
@@ -57,6 +97,32 @@ final class ConnectionWatch: Sendable {
         return state.withLock { $0.perClient[connection.client] }
     }
 
+    /// The connection's request has a body, which starts to arrive now.
+    func bodyStarted(_ connection: WatchedConnection) {
+        connection.body.withLock { $0 = WatchedConnection.BodyWindow(since: Self.now(), bytes: bytesReceived(connection.socket)) }
+    }
+
+    /// The connection's request body has all arrived (or is no longer read).
+    func bodyEnded(_ connection: WatchedConnection) {
+        connection.body.withLock { $0 = nil }
+    }
+
+    /// The server holds the connection still (a fault): its body does not arrive meanwhile,
+    /// and that is not the client's doing.
+    func held(_ connection: WatchedConnection) {
+        connection.body.withLock { window in window?.held = true }
+    }
+
+    /// A body chunk arrived: the connection is not held any more.
+    func bodyArrived(_ connection: WatchedConnection) {
+        connection.body.withLock { window in
+            if window?.held == true {
+                window?.held = false
+                window?.restart(at: Self.now(), bytes: bytesReceived(connection.socket))
+            }
+        }
+    }
+
     /// The connection is sending `descriptor`'s file, which must stay `end` bytes long.
     func sending(_ connection: WatchedConnection, file descriptor: Int32, upTo end: UInt64) {
         let copy = dup(descriptor)
@@ -66,6 +132,9 @@ final class ConnectionWatch: Sendable {
 
     /// The connection's request is complete: it now waits for the next head.
     func requestEnded(_ connection: WatchedConnection) {
+        connection.body.withLock { $0 = nil }
+        connection.waitBaseline.store(bytesReceived(connection.socket) ?? 0, ordering: .relaxed)
+        connection.headBegan.store(WatchedConnection.notWaiting, ordering: .relaxed)
         connection.waitingSince.store(Self.now(), ordering: .relaxed)
         connection.replaceFile(with: nil)
     }
@@ -83,22 +152,116 @@ final class ConnectionWatch: Sendable {
         connection.replaceFile(with: nil)
     }
 
-    /// Shuts down the sockets of connections that waited longer than `headTimeout` for a
-    /// head, or whose file has shrunk below what their response promised (the client then
-    /// sees a body shorter than its `Content-Length`: an error, as it should); libmicrohttpd
-    /// sees them close and cleans up as for any client that left.
+    /// Applies the rules to every open connection. Shuts down the sockets of connections
+    /// whose head is too late or too slow, whose body is too slow (a 408 first), or whose
+    /// file has shrunk below what their response promised (the client then sees a body
+    /// shorter than its `Content-Length`: an error, as it should); libmicrohttpd sees them
+    /// close and cleans up as for any client that left. Then, if the server is near its
+    /// connection limit, closes waiting connections, the longest silent first.
     func sweep() {
-        let deadline = Self.now() - headTimeout * 1000
-        state.withLock { state in
-            for connection in state.connections.values {
-                let since = connection.waitingSince.load(ordering: .relaxed)
-                if headTimeout > 0, since != WatchedConnection.notWaiting, since <= deadline {
-                    connection.shutDown()
-                    connection.waitingSince.store(WatchedConnection.notWaiting, ordering: .relaxed)
-                }
-                if connection.fileHasShrunk() { connection.shutDown() }
+        let now = Self.now()
+        // A snapshot: the sweep asks the kernel about each socket, which should not hold
+        // up connections opening and closing. Shutting one down that has closed meanwhile
+        // does nothing (`WatchedConnection.shutDown`).
+        let connections = state.withLock { Array($0.connections.values) }
+        var waiting: [(silentSince: Int, connection: WatchedConnection)] = []
+        for connection in connections {
+            if connection.fileHasShrunk() { connection.shutDown() }
+            let since = connection.waitingSince.load(ordering: .relaxed)
+            if since == WatchedConnection.notWaiting {
+                checkBody(connection, now: now)
+                continue
             }
+            if rules.headTimeout > 0, since <= now - rules.headTimeout * 1000 {
+                close(connection, counting: closedForHeadTimeout)
+                continue
+            }
+            guard let received = bytesReceived(connection.socket) else {
+                waiting.append((since, connection))
+                continue
+            }
+            let headBytes = received - connection.waitBaseline.load(ordering: .relaxed)
+            guard headBytes > 0 else {
+                // Idle: nothing has come since the connection began to wait.
+                waiting.append((since, connection))
+                continue
+            }
+            if connection.headBegan.load(ordering: .relaxed) == WatchedConnection.notWaiting {
+                connection.headBegan.store(since, ordering: .relaxed)
+            }
+            if received != connection.lastReceived.load(ordering: .relaxed) {
+                connection.lastReceived.store(received, ordering: .relaxed)
+                connection.lastProgress.store(now, ordering: .relaxed)
+            }
+            let began = connection.headBegan.load(ordering: .relaxed)
+            if rules.minHeadRate > 0, now > began + rules.headGrace * 1000 + headBytes * 1000 / rules.minHeadRate {
+                close(connection, counting: closedForHeadRate)
+                continue
+            }
+            waiting.append((max(since, connection.lastProgress.load(ordering: .relaxed)), connection))
         }
+        evict(from: waiting, open: connections.count, now: now)
+    }
+
+    /// Under pressure (open connections at `evictAtPercent` of the limit), closes waiting
+    /// connections, the longest silent first, until the open ones are at four fifths of
+    /// that mark: room for the connections queued behind them. A request in progress,
+    /// its body or its response on the way, is never one of them.
+    private func evict(from waiting: [(silentSince: Int, connection: WatchedConnection)], open: Int, now: Int) {
+        guard rules.evictAtPercent > 0, rules.maxConnections > 0 else { return }
+        let mark = max(1, rules.maxConnections * rules.evictAtPercent / 100)
+        guard open >= mark else { return }
+        var excess = open - mark * 4 / 5
+        for (silentSince, connection) in waiting.sorted(by: { $0.silentSince < $1.silentSince }) {
+            guard excess > 0, silentSince <= now - Self.evictionMinimumSilence else { break }
+            close(connection, counting: evicted)
+            excess -= 1
+        }
+    }
+
+    /// Ends a body that arrives more slowly than `minBodyRate` over a whole window in which
+    /// the server did not hold it: a 408, then the connection closes (the request ends cut,
+    /// so an upload stores nothing and a resumable one keeps what it had).
+    private func checkBody(_ connection: WatchedConnection, now: Int) {
+        guard rules.minBodyRate > 0 else { return }
+        let tooSlow = connection.body.withLock { window -> Bool in
+            guard var current = window, !current.held, let received = bytesReceived(connection.socket) else { return false }
+            defer { window = current }
+            let start = current.bytes ?? received
+            guard now - current.since >= Self.bodyRateWindow * 1000 else {
+                if current.bytes == nil { current.bytes = received }
+                return false
+            }
+            if received - start < rules.minBodyRate * Self.bodyRateWindow { return true }
+            current.restart(at: now, bytes: received)
+            return false
+        }
+        guard tooSlow else { return }
+        connection.timedOut.store(true, ordering: .relaxed)
+        if !rules.tls { connection.write(Self.requestTimeout(minBodyRate: rules.minBodyRate)) }
+        close(connection, counting: closedForBodyRate)
+    }
+
+    private func close(_ connection: WatchedConnection, counting counter: borrowing Atomic<Int>) {
+        connection.waitingSince.store(WatchedConnection.notWaiting, ordering: .relaxed)
+        counter.add(1, ordering: .relaxed)
+        connection.shutDown()
+    }
+
+    /// The 408 written straight to a connection whose body is too slow: libmicrohttpd cannot
+    /// queue a response in the middle of a body (see `BodyDrain`), and writes nothing on
+    /// the connection while it reads one.
+    static func requestTimeout(minBodyRate: Int) -> [UInt8] {
+        let body = "{\"error\": \"the request body arrived more slowly than \(minBodyRate) bytes a second over \(bodyRateWindow) s (--min-body-rate)\"}\n"
+        let head = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+        return Array((head + body).utf8)
+    }
+
+    /// Bytes the socket has received since it opened (the kernel's count); nil where it
+    /// cannot tell (not Linux).
+    func bytesReceived(_ socket: Int32) -> Int? {
+        let bytes = cp_tcp_bytes_received(socket)
+        return bytes >= 0 ? Int(bytes) : nil
     }
 
     /// Milliseconds on the monotonic clock.
@@ -123,9 +286,34 @@ final class WatchedConnection: Sendable {
     /// The client's address as text, made once for all the connection's requests.
     let client: String
     let overLimit: Bool
+    /// A request body on its way: when its current window began, and the bytes the socket
+    /// had received then (nil until known).
+    struct BodyWindow {
+        var since: Int
+        var bytes: Int?
+        /// Whether the server holds the connection still (a fault) at the moment.
+        var held = false
+
+        mutating func restart(at now: Int, bytes received: Int?) {
+            since = now
+            bytes = received
+        }
+    }
+
     /// When (in milliseconds) the connection began waiting for its next head;
     /// `notWaiting` while a request is in progress.
     let waitingSince: Atomic<Int>
+    /// Bytes the socket had received when the connection began to wait: more since means a
+    /// head is on its way.
+    let waitBaseline = Atomic<Int>(0)
+    /// When the sweep first saw the head on its way (`notWaiting`: not yet).
+    let headBegan = Atomic<Int>(WatchedConnection.notWaiting)
+    /// The socket's received bytes at the last sweep, and when they last grew.
+    let lastReceived = Atomic<Int>(0)
+    let lastProgress: Atomic<Int>
+    let body = Mutex<BodyWindow?>(nil)
+    /// Whether the watch ended the request for a body too slow (it is then a 408).
+    let timedOut = Atomic<Bool>(false)
     private let file = Mutex<FileBeingSent?>(nil)
     /// False once libmicrohttpd has said the connection closed, which it does before it
     /// closes the socket: the socket is shut down only under this lock while it is true, so
@@ -136,7 +324,17 @@ final class WatchedConnection: Sendable {
         self.socket = socket
         self.client = client
         self.overLimit = overLimit
-        waitingSince = Atomic(ConnectionWatch.now())
+        let now = ConnectionWatch.now()
+        waitingSince = Atomic(now)
+        lastProgress = Atomic(now)
+    }
+
+    /// Writes `bytes` on the socket, if the connection is still open; libmicrohttpd makes its
+    /// sockets non-blocking, so this never waits (what does not fit is lost).
+    func write(_ bytes: [UInt8]) {
+        isOpen.withLock { open in
+            if open { _ = bytes.withUnsafeBytes { send(socket, $0.baseAddress, $0.count, Platform.sendFlags) } }
+        }
     }
 
     /// Shuts the socket down, if the connection is still open: libmicrohttpd's poll sees its

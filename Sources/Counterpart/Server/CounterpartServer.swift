@@ -87,6 +87,8 @@ public final class CounterpartServer: Sendable {
             connectionTimeout: configuration.connectionTimeout, connectionMemoryLimit: configuration.connectionMemoryBytes,
             maxConnections: configuration.maxConnections,
             maxConnectionsPerClient: Int(configuration.maxConnectionsPerClient), headTimeout: Int(configuration.headTimeout),
+            headGrace: Int(configuration.headGrace), minHeadRate: Int(configuration.minHeadRate),
+            evictAtPercent: Int(configuration.evictAtPercent), minBodyRate: Int(configuration.minBodyRate),
             maxDrainBytes: configuration.maxDrainBytes,
             tls: configuration.tls), handler: router)
         port = daemon.port
