@@ -39,13 +39,13 @@ final class ConnectionWatch: Sendable {
         /// Bytes a second a request body must arrive at, over each `bodyRateWindow`; 0: no
         /// minimum.
         var minBodyRate = 0
+        /// Seconds over which a body's rate is measured: a window in which the server itself
+        /// held the connection (a stall or rate fault) does not count.
+        var bodyRateWindow = 10
         /// Whether connections are TLS (no plain-text 408 can be written on them then).
         var tls = false
     }
 
-    /// Seconds over which a body's rate is measured: a window in which the server itself
-    /// held the connection (a stall or rate fault) does not count.
-    static let bodyRateWindow = 10
     /// Under pressure a connection silent for less than this is not closed: its head may
     /// be on its way.
     static let evictionMinimumSilence = 250
@@ -135,7 +135,10 @@ final class ConnectionWatch: Sendable {
         connection.body.withLock { $0 = nil }
         connection.waitBaseline.store(bytesReceived(connection.socket) ?? 0, ordering: .relaxed)
         connection.headBegan.store(WatchedConnection.notWaiting, ordering: .relaxed)
-        connection.waitingSince.store(Self.now(), ordering: .relaxed)
+        connection.lastReceived.store(WatchedConnection.unseen, ordering: .relaxed)
+        let now = Self.now()
+        connection.lastProgress.store(now, ordering: .relaxed)
+        connection.waitingSince.store(now, ordering: .relaxed)
         connection.replaceFile(with: nil)
     }
 
@@ -164,7 +167,7 @@ final class ConnectionWatch: Sendable {
         // up connections opening and closing. Shutting one down that has closed meanwhile
         // does nothing (`WatchedConnection.shutDown`).
         let connections = state.withLock { Array($0.connections.values) }
-        var waiting: [(silentSince: Int, connection: WatchedConnection)] = []
+        var waiting: [Waiting] = []
         for connection in connections {
             if connection.fileHasShrunk() { connection.shutDown() }
             let since = connection.waitingSince.load(ordering: .relaxed)
@@ -173,32 +176,33 @@ final class ConnectionWatch: Sendable {
                 continue
             }
             if rules.headTimeout > 0, since <= now - rules.headTimeout * 1000 {
-                close(connection, counting: closedForHeadTimeout)
+                close(connection, waitingSince: since, counting: closedForHeadTimeout)
                 continue
             }
             guard let received = bytesReceived(connection.socket) else {
-                waiting.append((since, connection))
+                waiting.append(Waiting(silentSince: since, waitingSince: since, connection: connection))
                 continue
             }
             let headBytes = received - connection.waitBaseline.load(ordering: .relaxed)
             guard headBytes > 0 else {
                 // Idle: nothing has come since the connection began to wait.
-                waiting.append((since, connection))
+                waiting.append(Waiting(silentSince: since, waitingSince: since, connection: connection))
                 continue
             }
             if connection.headBegan.load(ordering: .relaxed) == WatchedConnection.notWaiting {
-                connection.headBegan.store(since, ordering: .relaxed)
+                // It began after the sweep before this one, at the latest since the wait began.
+                connection.headBegan.store(max(since, now - Int(Self.sweepInterval * 1000)), ordering: .relaxed)
             }
-            if received != connection.lastReceived.load(ordering: .relaxed) {
-                connection.lastReceived.store(received, ordering: .relaxed)
+            let seen = connection.lastReceived.exchange(received, ordering: .relaxed)
+            if seen != WatchedConnection.unseen, seen != received {
                 connection.lastProgress.store(now, ordering: .relaxed)
             }
             let began = connection.headBegan.load(ordering: .relaxed)
             if rules.minHeadRate > 0, now > began + rules.headGrace * 1000 + headBytes * 1000 / rules.minHeadRate {
-                close(connection, counting: closedForHeadRate)
+                close(connection, waitingSince: since, counting: closedForHeadRate)
                 continue
             }
-            waiting.append((max(since, connection.lastProgress.load(ordering: .relaxed)), connection))
+            waiting.append(Waiting(silentSince: max(since, connection.lastProgress.load(ordering: .relaxed)), waitingSince: since, connection: connection))
         }
         evict(from: waiting, open: connections.count, now: now)
     }
@@ -207,15 +211,23 @@ final class ConnectionWatch: Sendable {
     /// connections, the longest silent first, until the open ones are at four fifths of
     /// that mark: room for the connections queued behind them. A request in progress,
     /// its body or its response on the way, is never one of them.
-    private func evict(from waiting: [(silentSince: Int, connection: WatchedConnection)], open: Int, now: Int) {
+    /// A connection waiting for a head, as the sweep saw it: since when it has sent nothing
+    /// (the sweep's clock: its ties go to the one that began to wait first).
+    private struct Waiting {
+        var silentSince: Int
+        var waitingSince: Int
+        var connection: WatchedConnection
+    }
+
+    private func evict(from waiting: [Waiting], open: Int, now: Int) {
         guard rules.evictAtPercent > 0, rules.maxConnections > 0 else { return }
         let mark = max(1, rules.maxConnections * rules.evictAtPercent / 100)
         guard open >= mark else { return }
         var excess = open - mark * 4 / 5
-        for (silentSince, connection) in waiting.sorted(by: { $0.silentSince < $1.silentSince }) {
-            guard excess > 0, silentSince <= now - Self.evictionMinimumSilence else { break }
-            close(connection, counting: evicted)
-            excess -= 1
+        let longestSilentFirst = waiting.sorted { ($0.silentSince, $0.waitingSince) < ($1.silentSince, $1.waitingSince) }
+        for candidate in longestSilentFirst {
+            guard excess > 0, candidate.silentSince <= now - Self.evictionMinimumSilence else { break }
+            if close(candidate.connection, waitingSince: candidate.waitingSince, counting: evicted) { excess -= 1 }
         }
     }
 
@@ -228,22 +240,31 @@ final class ConnectionWatch: Sendable {
             guard var current = window, !current.held, let received = bytesReceived(connection.socket) else { return false }
             defer { window = current }
             let start = current.bytes ?? received
-            guard now - current.since >= Self.bodyRateWindow * 1000 else {
+            guard now - current.since >= rules.bodyRateWindow * 1000 else {
                 if current.bytes == nil { current.bytes = received }
                 return false
             }
-            if received - start < rules.minBodyRate * Self.bodyRateWindow { return true }
+            if received - start < rules.minBodyRate * rules.bodyRateWindow { return true }
             current.restart(at: now, bytes: received)
             return false
         }
         guard tooSlow else { return }
         connection.timedOut.store(true, ordering: .relaxed)
-        if !rules.tls { connection.write(Self.requestTimeout(minBodyRate: rules.minBodyRate)) }
+        if !rules.tls { connection.write(Self.requestTimeout(minBodyRate: rules.minBodyRate, window: rules.bodyRateWindow)) }
         close(connection, counting: closedForBodyRate)
     }
 
+    /// Closes a connection the sweep saw waiting since `since`, unless it has moved on
+    /// since (its head arrived, or a new wait began).
+    @discardableResult
+    private func close(_ connection: WatchedConnection, waitingSince since: Int, counting counter: borrowing Atomic<Int>) -> Bool {
+        guard connection.waitingSince.compareExchange(expected: since, desired: WatchedConnection.notWaiting, ordering: .relaxed).exchanged else { return false }
+        counter.add(1, ordering: .relaxed)
+        connection.shutDown()
+        return true
+    }
+
     private func close(_ connection: WatchedConnection, counting counter: borrowing Atomic<Int>) {
-        connection.waitingSince.store(WatchedConnection.notWaiting, ordering: .relaxed)
         counter.add(1, ordering: .relaxed)
         connection.shutDown()
     }
@@ -251,7 +272,7 @@ final class ConnectionWatch: Sendable {
     /// The 408 written straight to a connection whose body is too slow: libmicrohttpd cannot
     /// queue a response in the middle of a body (see `BodyDrain`), and writes nothing on
     /// the connection while it reads one.
-    static func requestTimeout(minBodyRate: Int) -> [UInt8] {
+    static func requestTimeout(minBodyRate: Int, window bodyRateWindow: Int) -> [UInt8] {
         let body = "{\"error\": \"the request body arrived more slowly than \(minBodyRate) bytes a second over \(bodyRateWindow) s (--min-body-rate)\"}\n"
         let head = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
         return Array((head + body).utf8)
@@ -281,6 +302,7 @@ final class WatchedConnection: Sendable {
     }
 
     static let notWaiting = Int.min
+    static let unseen = -1
 
     let socket: Int32
     /// The client's address as text, made once for all the connection's requests.
@@ -308,8 +330,9 @@ final class WatchedConnection: Sendable {
     let waitBaseline = Atomic<Int>(0)
     /// When the sweep first saw the head on its way (`notWaiting`: not yet).
     let headBegan = Atomic<Int>(WatchedConnection.notWaiting)
-    /// The socket's received bytes at the last sweep, and when they last grew.
-    let lastReceived = Atomic<Int>(0)
+    /// The socket's received bytes at the last sweep (`unseen`: none yet since the wait
+    /// began), and when they last grew after that.
+    let lastReceived = Atomic<Int>(WatchedConnection.unseen)
     let lastProgress: Atomic<Int>
     let body = Mutex<BodyWindow?>(nil)
     /// Whether the watch ended the request for a body too slow (it is then a 408).

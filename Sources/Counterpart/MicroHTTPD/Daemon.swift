@@ -32,8 +32,10 @@ final class MicroHTTPDDaemon: Sendable {
         var minHeadRate: Int
         /// Percent of `maxConnections` at which waiting connections are closed to make room; 0: never.
         var evictAtPercent: Int
-        /// Bytes a second a request body must keep up; 0: no minimum.
+        /// Bytes a second a request body must keep up over windows of `bodyRateWindow`
+        /// seconds; 0: no minimum.
         var minBodyRate: Int
+        var bodyRateWindow: Int
         /// Body bytes read and thrown away so that a response decided on the head reaches a
         /// client that sends its body without waiting for `100 Continue`.
         var maxDrainBytes: UInt64
@@ -53,7 +55,7 @@ final class MicroHTTPDDaemon: Sendable {
                                     maxPerClient: options.maxConnectionsPerClient, headTimeout: options.headTimeout,
                                     headGrace: options.headGrace, minHeadRate: options.minHeadRate,
                                     maxConnections: Int(options.maxConnections), evictAtPercent: options.evictAtPercent,
-                                    minBodyRate: options.minBodyRate, tls: options.tls != nil)))
+                                    minBodyRate: options.minBodyRate, bodyRateWindow: options.bodyRateWindow, tls: options.tls != nil)))
         dispatcherReference = Unmanaged.passRetained(dispatcher)
         let context = dispatcherReference.toOpaque()
 

@@ -40,10 +40,12 @@ public struct Configuration: Sendable {
     /// response is on its way is never closed for it. 0: never.
     public var evictAtPercent: UInt32
     /// Bytes a second a request body must arrive at, measured over windows of
-    /// `ConnectionWatch.bodyRateWindow` seconds in which the server did not hold the
-    /// connection itself (faults): slower gets `408` and the connection closes (an upload
-    /// stores nothing; a resumable one keeps what was stored). 0: no minimum.
+    /// `bodyRateWindow` seconds in which the server did not hold the connection itself
+    /// (faults): slower gets `408` and the connection closes (an upload stores nothing; a
+    /// resumable one keeps what was stored). 0: no minimum.
     public var minBodyRate: UInt32
+    /// Seconds over which `minBodyRate` is measured.
+    public var bodyRateWindow: UInt32
     /// Connections one client address may hold: requests on more get `503` and the
     /// connection closes; past twice as many, new ones are closed at once. 0: no limit.
     public var maxConnectionsPerClient: UInt32
@@ -112,6 +114,7 @@ public struct Configuration: Sendable {
         maxConnections: UInt32 = 1_000,
         evictAtPercent: UInt32 = 90,
         minBodyRate: UInt32 = 0,
+        bodyRateWindow: UInt32 = 10,
         maxConnectionsPerClient: UInt32 = 0,
         minFreeDiskBytes: UInt64 = defaultMinFreeDiskBytes,
         connectionMemoryBytes: Int = 64 * 1024,
@@ -144,6 +147,7 @@ public struct Configuration: Sendable {
         self.maxConnections = maxConnections
         self.evictAtPercent = evictAtPercent
         self.minBodyRate = minBodyRate
+        self.bodyRateWindow = bodyRateWindow
         self.maxConnectionsPerClient = maxConnectionsPerClient
         self.minFreeDiskBytes = minFreeDiskBytes
         self.connectionMemoryBytes = connectionMemoryBytes
