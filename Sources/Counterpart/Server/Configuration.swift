@@ -36,7 +36,7 @@ public struct Configuration: Sendable {
     public var maxConnections: UInt32
     /// Percent of `maxConnections` at which the connections waiting for a request head (idle
     /// keep-alive ones and heads not finished) are closed, the longest silent first, down to
-    /// four fifths of the mark, so that new connections get in. A request whose body or
+    /// half the mark, so that new connections get in. A request whose body or
     /// response is on its way is never closed for it. 0: never.
     public var evictAtPercent: UInt32
     /// Bytes a second a request body must arrive at, measured over windows of

@@ -112,7 +112,7 @@ struct ManyClientsTests {
             #expect(served(connection) == 200)
             idle.append(connection)
         }
-        // 38 open of 40: past 90 %, the longest idle go until 28 are left.
+        // 38 open of 40: past 90 % (36), the longest idle go until 18 are left.
         #expect(try curl([server.url("/hello.txt")]).status == 200)
         #expect(idle[0].closedByServer(within: 3), "the oldest idle connection is closed")
         #expect(served(idle[37]) == 200, "the newest idle connection is kept")
