@@ -63,12 +63,6 @@ final class ConnectionWatch: Sendable {
     let rules: Rules
     var maxPerClient: Int { rules.maxPerClient }
 
-    /// Connections the watch closed, by rule, for tests and figures.
-    let closedForHeadRate = Atomic<Int>(0)
-    let closedForHeadTimeout = Atomic<Int>(0)
-    let evicted = Atomic<Int>(0)
-    let closedForBodyRate = Atomic<Int>(0)
-
     private struct State {
         var connections: [ObjectIdentifier: WatchedConnection] = [:]
         var perClient: [String: Int] = [:]
@@ -198,7 +192,7 @@ final class ConnectionWatch: Sendable {
                 continue
             }
             if rules.headTimeout > 0, since <= now - rules.headTimeout * 1000 {
-                close(connection, waitingSince: since, counting: closedForHeadTimeout)
+                close(connection, waitingSince: since)
                 continue
             }
             guard let received = bytesReceived(connection.socket) else {
@@ -212,7 +206,7 @@ final class ConnectionWatch: Sendable {
                 continue
             }
             if connection.headBegan.load(ordering: .relaxed) == WatchedConnection.notWaiting {
-                // It began after the sweep before this one, at the latest since the wait began.
+                // It began after the previous pass (or the wait, if that began later).
                 connection.headBegan.store(max(since, now - Int(Self.sweepInterval * 1000) * Self.passEvery), ordering: .relaxed)
             }
             let seen = connection.lastReceived.exchange(received, ordering: .relaxed)
@@ -221,7 +215,7 @@ final class ConnectionWatch: Sendable {
             }
             let began = connection.headBegan.load(ordering: .relaxed)
             if rules.minHeadRate > 0, now > began + rules.headGrace * 1000 + headBytes * 1000 / rules.minHeadRate {
-                close(connection, waitingSince: since, counting: closedForHeadRate)
+                close(connection, waitingSince: since)
                 continue
             }
             waiting.append(Waiting(silentSince: max(since, connection.lastProgress.load(ordering: .relaxed)), waitingSince: since, connection: connection))
@@ -229,10 +223,6 @@ final class ConnectionWatch: Sendable {
         evict(from: waiting, open: connections.count, now: now)
     }
 
-    /// Under pressure (open connections at `evictAtPercent` of the limit), closes waiting
-    /// connections, the longest silent first, until the open ones are at half that mark:
-    /// room for the connections queued behind them. A request in progress, its body or its
-    /// response on the way, is never one of them.
     /// A connection waiting for a head, as the sweep saw it: since when it has sent nothing
     /// (the sweep's clock: its ties go to the one that began to wait first).
     private struct Waiting {
@@ -241,13 +231,17 @@ final class ConnectionWatch: Sendable {
         var connection: WatchedConnection
     }
 
+    /// Under pressure (open connections at `evictAtPercent` of the limit), closes waiting
+    /// connections, the longest silent first, until the open ones are at half that mark:
+    /// room for the connections queued behind them. A request in progress, its body or its
+    /// response on the way, is never one of them.
     private func evict(from waiting: [Waiting], open: Int, now: Int) {
         guard underPressure(open: open) else { return }
         var excess = open - evictionMark / 2
         let longestSilentFirst = waiting.sorted { ($0.silentSince, $0.waitingSince) < ($1.silentSince, $1.waitingSince) }
         for candidate in longestSilentFirst {
             guard excess > 0, candidate.silentSince <= now - Self.evictionMinimumSilence else { break }
-            if close(candidate.connection, waitingSince: candidate.waitingSince, counting: evicted) { excess -= 1 }
+            if close(candidate.connection, waitingSince: candidate.waitingSince) { excess -= 1 }
         }
     }
 
@@ -271,22 +265,16 @@ final class ConnectionWatch: Sendable {
         guard tooSlow else { return }
         connection.timedOut.store(true, ordering: .relaxed)
         if !rules.tls { connection.write(Self.requestTimeout(minBodyRate: rules.minBodyRate, window: rules.bodyRateWindow)) }
-        close(connection, counting: closedForBodyRate)
+        connection.shutDown()
     }
 
     /// Closes a connection the sweep saw waiting since `since`, unless it has moved on
     /// since (its head arrived, or a new wait began).
     @discardableResult
-    private func close(_ connection: WatchedConnection, waitingSince since: Int, counting counter: borrowing Atomic<Int>) -> Bool {
+    private func close(_ connection: WatchedConnection, waitingSince since: Int) -> Bool {
         guard connection.waitingSince.compareExchange(expected: since, desired: WatchedConnection.notWaiting, ordering: .relaxed).exchanged else { return false }
-        counter.add(1, ordering: .relaxed)
         connection.shutDown()
         return true
-    }
-
-    private func close(_ connection: WatchedConnection, counting counter: borrowing Atomic<Int>) {
-        counter.add(1, ordering: .relaxed)
-        connection.shutDown()
     }
 
     /// The 408 written straight to a connection whose body is too slow: libmicrohttpd cannot
