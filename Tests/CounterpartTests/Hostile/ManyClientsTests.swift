@@ -40,6 +40,20 @@ struct ManyClientsTests {
         #expect(elapsed >= 1.3 && elapsed < 3, "closed after \(elapsed) s")
     }
 
+    /// The watch starts when libmicrohttpd accepts the connection, before its handshake.
+    @Test func aTLSHandshakeThatNeverFinishesIsASlowHead() throws {
+        let credentials = try TLSCredentials.selfSigned()
+        let server = try TestServer(configure: { $0.tls = credentials; $0.headGrace = 1; $0.minHeadRate = 100 }, populate: withHello)
+        let stuck = try RawHTTPConnection(port: server.server.port)
+        let start = Date()
+        // The first bytes of a ClientHello: a handshake record, then nothing more.
+        stuck.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03])
+        #expect(stuck.closedByServer(within: 5))
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(elapsed >= 1 && elapsed < 3, "closed after \(elapsed) s")
+        #expect(try curl(["-k", server.url("/hello.txt")]).status == 200)
+    }
+
     @Test func aHeadTrickledFasterThanTheMinimumRateIsServed() throws {
         let server = try TestServer(configure: { $0.headGrace = 1; $0.minHeadRate = 100 }, populate: withHello)
         let connection = try RawHTTPConnection(port: server.server.port)
