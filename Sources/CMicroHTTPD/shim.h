@@ -56,4 +56,21 @@ static inline int cp_headers_and_arguments(struct MHD_Connection *connection, MH
     return MHD_get_connection_values(connection, (enum MHD_ValueKind)(MHD_HEADER_KIND | MHD_GET_ARGUMENT_KIND), iterator, cls);
 }
 
+/// Bytes a TCP socket has received in all (tcpi_bytes_received, Linux 4.1), or -1. glibc's
+/// struct tcp_info (netinet/tcp.h) stops before that field, and the kernel's (linux/tcp.h)
+/// cannot be included beside it, so the field is read at its fixed place in the kernel's
+/// struct: the 64-bit word at byte 128. (The options are numbers for the same reason: the
+/// headers that name them, IPPROTO_TCP 6 and TCP_INFO 11, change how Swift sees the rest.)
+static inline long long cp_tcp_bytes_received(int socket) {
+#ifdef __linux__
+    uint64_t info[29] = {0};
+    socklen_t size = sizeof info;
+    if (getsockopt(socket, 6, 11, info, &size) != 0 || size < 136) return -1;
+    return (long long) info[16];
+#else
+    (void) socket;
+    return -1;
+#endif
+}
+
 #endif

@@ -20,7 +20,7 @@ import Musl
 extension ServerBench {
     /// The total body of one concurrency level, split between its uploads (1/8 with --quick).
     private static func scalingTotal(quick: Bool) -> Int { quick ? 32 << 20 : 256 << 20 }
-    private static let idleLevels = [250, idleConnections]
+    private static let scalingIdleLevels = [250, idleConnections]
 
     func runScaling(context: BenchContext) {
         let options = context.options
@@ -220,7 +220,7 @@ extension ServerBench {
             ("still open", .right),
         ])
         var perConnection: [(Int, Double)] = []
-        for level in Self.idleLevels {
+        for level in Self.scalingIdleLevels {
             printError("  [server/scaling] \(level) idle keep-alive connections…")
             Thread.sleep(forTimeInterval: 0.5)
             let before = server.currentRSS
@@ -256,7 +256,7 @@ extension ServerBench {
     }
 
     /// A connection to 127.0.0.1:`port` on which one GET has been answered in full.
-    private static func openKeptAlive(port: UInt16) throws -> Int32 {
+    static func openKeptAlive(port: UInt16) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw BenchFailure("socket: \(String(cString: strerror(errno)))") }
         var address = sockaddr_in()
@@ -305,7 +305,7 @@ extension ServerBench {
 
     /// Whether the server has not closed the connection: nothing to read (a close would
     /// make the socket readable, at end of stream) and no error.
-    private static func isStillOpen(_ descriptor: Int32) -> Bool {
+    static func isStillOpen(_ descriptor: Int32) -> Bool {
         var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         return poll(&poller, 1, 0) == 0
     }

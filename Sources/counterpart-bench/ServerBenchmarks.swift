@@ -29,6 +29,15 @@ enum ServerBenchmarks {
             bench.runScaling(context: context)
         })
         sections.append(BenchmarkSection(
+            name: "many-clients",
+            summary: "Counterpart beside nginx holding \(ServerBench.slowHeadLevels.map { format($0) }.joined(separator: " and ")) slow heads, "
+                + "\(ServerBench.idleLevels.map { format($0) }.joined(separator: " and ")) idle connections: RSS per connection, "
+                + "a fresh GET's p50/p99 (key: many-clients)",
+            runsByDefault: false
+        ) { context in
+            bench.runManyClients(context: context)
+        })
+        sections.append(BenchmarkSection(
             name: "threads",
             summary: "the benchmarks above (keys: \(ServerMeasure.allCases.map(\.key).joined(separator: ", "))) for "
                 + "--threads \(ServerBench.threadModes.map(String.init).joined(separator: ", ")) beside nginx",
@@ -451,7 +460,7 @@ final class ServerBench {
     /// Starts the servers of `specs` that are installed (a missing one is listed in
     /// `missing`); stops those started if one fails.
     func startServers(_ specs: [ServerSpec], fixture: ServerFixture, counterpartExtra: [String] = [],
-                      mhdConnectionMemory: Int? = nil)
+                      mhdConnectionMemory: Int? = nil, nginxWorkerConnections: Int = 4_096)
         throws -> (servers: [ServerUnderTest], missing: [String]) {
         var servers: [ServerUnderTest] = []
         var missing: [String] = []
@@ -469,7 +478,8 @@ final class ServerBench {
                     missing.append("\(label(spec)): nginx is not installed")
                     continue
                 }
-                servers.append(try ServerUnderTest.startNginx(binary: nginx, workers: workers, root: fixture.root, folder: folder))
+                servers.append(try ServerUnderTest.startNginx(binary: nginx, workers: workers, root: fixture.root, folder: folder,
+                                                              workerConnections: nginxWorkerConnections))
             case .mhd:
                 guard let mhd else {
                     missing.append("\(label(spec)): not built (make bench compiles bench/peers/mhd_upload_server.c)")

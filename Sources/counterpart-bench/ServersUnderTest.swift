@@ -166,7 +166,7 @@ final class ServerUnderTest {
     }
 
     /// Starts nginx with a configuration of its own in `folder`, on a free loopback port.
-    static func startNginx(binary: String, workers: String, root: String, folder: String) throws -> ServerUnderTest {
+    static func startNginx(binary: String, workers: String, root: String, folder: String, workerConnections: Int = 4_096) throws -> ServerUnderTest {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o755])
         let label = "nginx, \(workers) worker\(workers == "1" ? "" : "s")"
@@ -175,7 +175,7 @@ final class ServerUnderTest {
         // A port free a moment ago may be taken by the time nginx binds it: try a few.
         for _ in 0..<5 {
             guard let port = LoopbackPort.free() else { throw BenchFailure("no free loopback port") }
-            let configuration = nginxConfiguration(workers: workers, root: root, folder: folder, port: port)
+            let configuration = nginxConfiguration(workers: workers, root: root, folder: folder, port: port, workerConnections: workerConnections)
             let configurationPath = folder + "/nginx.conf"
             try configuration.write(toFile: configurationPath, atomically: true, encoding: .utf8)
             try? FileManager.default.removeItem(atPath: logPath)
@@ -199,7 +199,7 @@ final class ServerUnderTest {
     /// request body is read by the proxy module (nginx reads a body only for a handler that
     /// wants it), then a bodiless request to this same server answers 204. No parsing, no
     /// hashing, no fsync: what storing the bytes costs nginx.
-    static func nginxConfiguration(workers: String, root: String, folder: String, port: UInt16) -> String {
+    static func nginxConfiguration(workers: String, root: String, folder: String, port: UInt16, workerConnections: Int = 4_096) -> String {
         """
         # Written by counterpart-bench; removed at the end of the run.
         daemon off;
@@ -207,7 +207,7 @@ final class ServerUnderTest {
         worker_processes \(workers);
         pid \(folder)/nginx.pid;
         error_log \(folder)/error.log warn;
-        events { worker_connections 4096; }
+        events { worker_connections \(workerConnections); }
         http {
             access_log off;
             sendfile on;

@@ -130,6 +130,27 @@ extension Flag {
         Flag("--head-timeout", value: "SECONDS", "time to send a whole request head, then closed (default \(defaults.headTimeout), 0: none)", section: .limits) { value, source, options throws(UsageError) in
             options.configuration.headTimeout = UInt32(try number(value, source, in: 0...Int(Int32.max), "a number of seconds (0: none)"))
         },
+        Flag("--head-grace", value: "SECONDS", "a request head may take this long before --min-head-rate applies (default \(defaults.headGrace))", section: .limits) { value, source, options throws(UsageError) in
+            options.configuration.headGrace = UInt32(try number(value, source, in: 0...Int(Int32.max), "a number of seconds"))
+        },
+        Flag("--min-head-rate", value: "BYTES", """
+            past its grace a head must keep arriving at this many bytes a second,
+            each BYTES buying another second; slower is closed (default \(defaults.minHeadRate), 0: none)
+            """, section: .limits) { value, source, options throws(UsageError) in
+            options.configuration.minHeadRate = UInt32(min(try size(value, source, allowingZero: true), UInt64(UInt32.max)))
+        },
+        Flag("--evict-at", value: "PERCENT", """
+            with this share of --max-connections open, idle connections and
+            unfinished heads are closed, the longest silent first (default \(defaults.evictAtPercent), 0: never)
+            """, section: .limits) { value, source, options throws(UsageError) in
+            options.configuration.evictAtPercent = UInt32(try number(value, source, in: 0...100, "a percentage from 0 to 100"))
+        },
+        Flag("--min-body-rate", value: "BYTES", """
+            a request body slower than this many bytes a second over 10 s
+            gets 408 and nothing is stored (default \(defaults.minBodyRate): none)
+            """, section: .limits) { value, source, options throws(UsageError) in
+            options.configuration.minBodyRate = UInt32(min(try size(value, source, allowingZero: true), UInt64(UInt32.max)))
+        },
         Flag("--min-free-disk", value: "N", """
             free space kept on the uploads disk; uploads that need it get 507
             (default \(defaults.minFreeDiskBytes / 1_048_576)MiB, 0: none)

@@ -64,6 +64,7 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
             // A client that sends its body at once would see the connection close under
             // it and miss the answer: read the body, drop it, then answer.
             state.receiver = BodyDrain(response: response, limit: dispatcher.maxDrainBytes)
+            if let watched = state.head.connection { dispatcher.watch.bodyStarted(watched) }
             return MHD_Result.YES
         case .respond(let response):
             // Queued once MHD has the whole request, so the connection can be kept alive.
@@ -71,6 +72,7 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
             return MHD_Result.YES
         case .receiveBody(let receiver, let interim):
             state.receiver = receiver
+            if state.head.announcesBody, let watched = state.head.connection { dispatcher.watch.bodyStarted(watched) }
             for response in interim where !sendInterim(response, on: connection) {
                 return MHD_Result.NO
             }
@@ -85,6 +87,7 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
             return state.receiver == nil ? MHD_Result.YES : MHD_Result.NO
         }
         let offered = uploadDataSize.pointee
+        if let watched = state.head.connection { dispatcher.watch.bodyArrived(watched) }
         switch receiver.receive(UnsafeRawBufferPointer(start: uploadData, count: offered)) {
         case .consumed:
             state.requestBodyBytes += UInt64(offered)
@@ -93,6 +96,7 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
         case .pause(let consumed, let pause):
             state.requestBodyBytes += UInt64(consumed)
             uploadDataSize.pointee = offered - consumed
+            if let watched = state.head.connection { dispatcher.watch.held(watched) }
             return dispatcher.pauses.hold(connection, for: pause) == .refused ? MHD_Result.NO : MHD_Result.YES
         case .close:
             state.requestBodyBytes += UInt64(offered)
@@ -103,6 +107,7 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
         }
     }
     guard !state.answered else { return MHD_Result.YES }
+    if let watched = state.head.connection { dispatcher.watch.bodyEnded(watched) }
     if let pending = state.pending {
         return queue(pending, on: connection, for: state, dispatcher)
     }
@@ -118,6 +123,7 @@ let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, requestC
     requestContext.pointee = nil
     let state = Unmanaged<RequestState>.fromOpaque(raw).takeRetainedValue()
     if !state.answered { state.receiver?.abandon() }
+    if !state.answered, state.head.connection?.timedOut.load(ordering: .relaxed) == true { state.status = 408 }
     let seconds = MonotonicClock.seconds() - state.started
     let completed = termination == MHD_RequestTerminationCode.REQUEST_TERMINATED_COMPLETED_OK
     dispatcher.handler.completed(CompletedRequest(

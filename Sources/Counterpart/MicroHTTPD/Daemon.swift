@@ -27,6 +27,15 @@ final class MicroHTTPDDaemon: Sendable {
         var maxConnectionsPerClient: Int
         /// Seconds a connection has to send a complete request head; 0: no limit.
         var headTimeout: Int
+        /// Seconds a head may take before `minHeadRate` (bytes a second) applies; 0: no minimum.
+        var headGrace: Int
+        var minHeadRate: Int
+        /// Percent of `maxConnections` at which waiting connections are closed to make room; 0: never.
+        var evictAtPercent: Int
+        /// Bytes a second a request body must keep up over windows of `bodyRateWindow`
+        /// seconds; 0: no minimum.
+        var minBodyRate: Int
+        var bodyRateWindow: Int
         /// Body bytes read and thrown away so that a response decided on the head reaches a
         /// client that sends its body without waiting for `100 Continue`.
         var maxDrainBytes: UInt64
@@ -42,7 +51,11 @@ final class MicroHTTPDDaemon: Sendable {
     init(options: Options, handler: any RequestHandler) throws(CounterpartServer.StartError) {
         let address = try SocketAddress(host: options.host, port: options.port)
         dispatcher = Dispatcher(handler: handler, maxDrainBytes: options.maxDrainBytes, threadPerConnection: options.threads == 0,
-                                watch: ConnectionWatch(maxPerClient: options.maxConnectionsPerClient, headTimeout: options.headTimeout))
+                                watch: ConnectionWatch(rules: ConnectionWatch.Rules(
+                                    maxPerClient: options.maxConnectionsPerClient, headTimeout: options.headTimeout,
+                                    headGrace: options.headGrace, minHeadRate: options.minHeadRate,
+                                    maxConnections: Int(options.maxConnections), evictAtPercent: options.evictAtPercent,
+                                    minBodyRate: options.minBodyRate, bodyRateWindow: options.bodyRateWindow, tls: options.tls != nil)))
         dispatcherReference = Unmanaged.passRetained(dispatcher)
         let context = dispatcherReference.toOpaque()
 

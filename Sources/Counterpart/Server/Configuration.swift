@@ -26,8 +26,26 @@ public struct Configuration: Sendable {
     /// previous response ends; then it is closed (a slowloris client never finishes its
     /// head). 0: no limit.
     public var headTimeout: UInt32
+    /// Seconds a request head may take before `minHeadRate` applies.
+    public var headGrace: UInt32
+    /// Bytes a second a request head must keep arriving at once its grace is over: each
+    /// `minHeadRate` bytes buys another second (Apache's mod_reqtimeout `MinRate`); slower,
+    /// the connection is closed. 0: no minimum (`headTimeout` still applies).
+    public var minHeadRate: UInt32
     /// Connections served at once; more wait in the listen queue.
     public var maxConnections: UInt32
+    /// Percent of `maxConnections` at which the connections waiting for a request head (idle
+    /// keep-alive ones and heads not finished) are closed, the longest silent first, down to
+    /// half the mark, so that new connections get in. A request whose body or
+    /// response is on its way is never closed for it. 0: never.
+    public var evictAtPercent: UInt32
+    /// Bytes a second a request body must arrive at, measured over windows of
+    /// `bodyRateWindow` seconds in which the server did not hold the connection itself
+    /// (faults): slower gets `408` and the connection closes (an upload stores nothing; a
+    /// resumable one keeps what was stored). 0: no minimum.
+    public var minBodyRate: UInt32
+    /// Seconds over which `minBodyRate` is measured.
+    public var bodyRateWindow: UInt32
     /// Connections one client address may hold: requests on more get `503` and the
     /// connection closes; past twice as many, new ones are closed at once. 0: no limit.
     public var maxConnectionsPerClient: UInt32
@@ -95,7 +113,12 @@ public struct Configuration: Sendable {
         rangePolicy: RangePolicy = RangePolicy(),
         connectionTimeout: UInt32 = 30,
         headTimeout: UInt32 = 30,
+        headGrace: UInt32 = 5,
+        minHeadRate: UInt32 = 500,
         maxConnections: UInt32 = 1_000,
+        evictAtPercent: UInt32 = 90,
+        minBodyRate: UInt32 = 0,
+        bodyRateWindow: UInt32 = 10,
         maxConnectionsPerClient: UInt32 = 0,
         minFreeDiskBytes: UInt64 = defaultMinFreeDiskBytes,
         connectionMemoryBytes: Int = 64 * 1024,
@@ -123,7 +146,12 @@ public struct Configuration: Sendable {
         self.rangePolicy = rangePolicy
         self.connectionTimeout = connectionTimeout
         self.headTimeout = headTimeout
+        self.headGrace = headGrace
+        self.minHeadRate = minHeadRate
         self.maxConnections = maxConnections
+        self.evictAtPercent = evictAtPercent
+        self.minBodyRate = minBodyRate
+        self.bodyRateWindow = bodyRateWindow
         self.maxConnectionsPerClient = maxConnectionsPerClient
         self.minFreeDiskBytes = minFreeDiskBytes
         self.connectionMemoryBytes = connectionMemoryBytes

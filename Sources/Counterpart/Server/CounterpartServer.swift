@@ -85,6 +85,9 @@ public final class CounterpartServer: Sendable {
             connectionTimeout: configuration.connectionTimeout, connectionMemoryLimit: configuration.connectionMemoryBytes,
             maxConnections: configuration.maxConnections,
             maxConnectionsPerClient: Int(configuration.maxConnectionsPerClient), headTimeout: Int(configuration.headTimeout),
+            headGrace: Int(configuration.headGrace), minHeadRate: Int(configuration.minHeadRate),
+            evictAtPercent: Int(configuration.evictAtPercent), minBodyRate: Int(configuration.minBodyRate),
+            bodyRateWindow: Int(configuration.bodyRateWindow),
             maxDrainBytes: configuration.maxDrainBytes,
             tls: configuration.tls), handler: router)
         port = daemon.port

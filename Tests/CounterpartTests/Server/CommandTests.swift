@@ -95,6 +95,8 @@ struct CommandTests {
         (["--max-connections-per-client=x"], "--max-connections-per-client"), (["--idle-timeout", "0"], "--idle-timeout"),
         (["--max-ranges", "1.5"], "--max-ranges"), (["--sync", "sometimes"], "--sync"), (["--max-part-header-bytes", "0"], "--max-part-header-bytes"),
         (["--connection-memory", "8KiB"], "--connection-memory"), (["--connection-memory", "32MiB"], "--connection-memory"),
+        (["--evict-at", "150"], "--evict-at"), (["--min-head-rate", "fast"], "--min-head-rate"),
+        (["--head-grace", "-1"], "--head-grace"), (["--min-body-rate", "slow"], "--min-body-rate"),
     ])
     func badFlagsExitWith2AndNameTheFlag(_ arguments: [String], _ named: String) throws {
         let result = try CommandRun(arguments).waitForExit()
