@@ -89,9 +89,12 @@ final class ResumableStore: Sendable {
 
     /// Whether offsets and states are synced before they count (`full`) or not (`none`).
     let sync: SyncMode
+    /// Told of each upload's changes (the live page).
+    let events: ServerEvents?
 
-    init(uploadsFolder: String, limits: ResumableLimits, freeSpace: FreeSpace, sync: SyncMode = .full) {
+    init(uploadsFolder: String, limits: ResumableLimits, freeSpace: FreeSpace, sync: SyncMode = .full, events: ServerEvents? = nil) {
         self.sync = sync
+        self.events = events
         folder = uploadsFolder + "/" + Self.folderName
         self.limits = limits
         self.freeSpace = freeSpace
@@ -145,6 +148,7 @@ final class ResumableStore: Sendable {
         }
         close(file)
         try save(upload)
+        events?.resumable(.created, upload)
         return upload
     }
 
@@ -181,13 +185,15 @@ final class ResumableStore: Sendable {
                 unlink(statePath(id))
                 throw .notFound
             }
+            events?.resumable(upload.isComplete ? .completed : .offset, upload)
             return upload
         }
     }
 
     /// Removes an upload and its files.
-    func remove(_ id: String) {
-        uploads.withLock { _ = $0.removeValue(forKey: id) }
+    func remove(_ id: String, because change: ServerEvent.ResumableChange.Change = .removed) {
+        let removed = uploads.withLock { $0.removeValue(forKey: id) }
+        events?.resumable(change, removed)
         unlink(dataPath(id))
         unlink(statePath(id))
     }
@@ -199,7 +205,7 @@ final class ResumableStore: Sendable {
         let expired = uploads.withLock { all in
             all.values.filter { upload in upload.expiresAt <= now && writers.withLock { $0[upload.id] == nil } }.map(\.id)
         }
-        for id in expired { remove(id) }
+        for id in expired { remove(id, because: .expired) }
         return expired.count
     }
 
@@ -290,11 +296,13 @@ final class ResumableStore: Sendable {
         guard takingOver, holder.takeOver() else { return nil }
         // The old holder let go as it saved its offset (or is still listed): the upload is this
         // request's, unless a third one got in between.
-        return writers.withLock { all -> WriteClaim? in
+        let taken = writers.withLock { all -> WriteClaim? in
             guard all[id] == nil || all[id] === holder else { return nil }
             all[id] = claim
             return claim
         }
+        if taken != nil { events?.resumable(.takenOver, current(id)) }
+        return taken
     }
 
     /// Before an offset is told (HEAD): a writer gone silent is made to let go and save

@@ -71,6 +71,8 @@ public struct Configuration: Sendable {
     public var resumableLimits: ResumableLimits
     /// Whether uploads are synced to disk before they are answered for (`full`) or not (`none`).
     public var sync: SyncMode
+    /// Events kept for `/__counterpart/events` readers that lag or reconnect with `Last-Event-ID`.
+    public var eventBacklog = 4_096
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     /// One thread per CPU, at least 2 (a thread waiting in the kernel, on a disk sync, does
