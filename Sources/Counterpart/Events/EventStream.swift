@@ -10,8 +10,12 @@ struct EventsEndpoint: Sendable {
     let faults: ServerFaults
 
     /// How long the stream waits before it looks for new events again, when it has sent
-    /// them all (the connection is suspended meanwhile, not a thread).
-    static let idlePause = Duration.milliseconds(50)
+    /// them all (the connection is suspended meanwhile, not a thread): 5 ms while events
+    /// come, doubling while none do, up to 100 ms. Under a flood of requests a longer first
+    /// wait let a reader fall behind the backlog (a timer fires late on busy cores), and a
+    /// stream with nothing to send costs ten wake-ups a second.
+    static let shortestPause = 5
+    static let longestPause = 100
     static let heartbeatSeconds = 15.0
     /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
     static let readBytes = streamBlockSize
@@ -62,6 +66,7 @@ final class EventStreamBody: ResponseStream {
     private var pending: [UInt8]
     private var sent = 0
     private var lastWrite = MonotonicClock.seconds()
+    private var pauseMilliseconds = EventsEndpoint.shortestPause
 
     init(events: ServerEvents, reader: Int, socket: Int32?, preamble: [UInt8]) {
         self.events = events
@@ -80,10 +85,12 @@ final class EventStreamBody: ResponseStream {
             case .events(let slots) where slots.isEmpty:
                 if let socket, Platform.peerHasClosed(socket) { return .cut }
                 guard MonotonicClock.seconds() - lastWrite >= EventsEndpoint.heartbeatSeconds else {
-                    return .pause(.duration(EventsEndpoint.idlePause))
+                    defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
+                    return .pause(.duration(.milliseconds(pauseMilliseconds)))
                 }
                 pending.append(contentsOf: ": keep-alive\n\n".utf8)
             case .events(let slots):
+                pauseMilliseconds = EventsEndpoint.shortestPause
                 for slot in slots { pending.append(contentsOf: slot.frame) }
             }
         }

@@ -198,6 +198,29 @@ struct EventStreamTests {
         #expect(fired == [1, 0])
     }
 
+    @Test(.timeLimit(.minutes(1))) func aTusUploadIsCreatedMovesItsOffsetAndCompletes() async throws {
+        let server = try TestServer()
+        let events = server.server.events.subscribe()
+        let created = try curl(["-X", "POST", "-H", "Tus-Resumable: 1.0.0", "-H", "Upload-Length: 11", server.url("/files")])
+        let location = try #require(created.header("Location"))
+        for (offset, text) in [(0, "hello"), (5, " world")] {
+            let patched = try curl(["-X", "PATCH", "-H", "Tus-Resumable: 1.0.0", "-H", "Upload-Offset: \(offset)",
+                                    "-H", "Content-Type: application/offset+octet-stream", "--data-binary", text, server.url(location)])
+            #expect(patched.status == 204)
+        }
+        var changes: [ServerEvent.ResumableChange] = []
+        for await event in events {
+            guard case .resumable(let change) = event.kind else { continue }
+            changes.append(change)
+            if change.change == .completed { break }
+        }
+        let id = String(location.split(separator: "/").last!)
+        #expect(changes.map(\.upload).allSatisfy { $0 == id })
+        #expect(changes.first?.change == .created && changes.first?.length == 11 && changes.first?.protocol == "tus")
+        #expect(changes.contains { $0.change == .offset && $0.offset == 5 }, "\(changes)")
+        #expect(changes.last?.change == .completed && changes.last?.offset == 11)
+    }
+
     @Test func aSubscriberThatDoesNotReadIsDropped() async throws {
         let server = try TestServer(configure: { $0.eventBacklog = 8 }, populate: { try Data("x".utf8).write(to: $0.appendingPathComponent("a.txt")) })
         let events = server.server.events.subscribe()
