@@ -1,7 +1,8 @@
 import HTTPTransfer
 
 /// One thing that happened on a server, as `/__counterpart/events` sends it and
-/// `ServerEvents.subscribe()` yields it. Ids count up from 1 with no gaps, across kinds.
+/// `ServerEvents.subscribe()` yields it. Ids count up by one with no gaps, across kinds, from a number
+/// taken from the clock at the start (a restarted server's are larger).
 public struct ServerEvent: Sendable {
     public let id: UInt64
     let stored: Stored

@@ -212,7 +212,7 @@ public final class ServerEvents: Sendable {
         var oldest = 0
         var count = 0
         var bytes = 0
-        var nextID: UInt64 = 1
+        var nextID = State.firstID()
         var nextKey = 0
         var readers: [Int: Reader] = [:]
         var subscribers: [Int: AsyncStream<ServerEvent>.Continuation] = [:]
@@ -222,6 +222,16 @@ public final class ServerEvents: Sendable {
         var closed = false
 
         init(capacity: Int) { slots = Array(repeating: nil, count: capacity) }
+
+        /// The first id: the start's time in milliseconds times 1,000, so that a client that
+        /// comes back to a restarted server with an id of the one before is not taken to have
+        /// missed nothing (unless the old one published a million events a second). Below
+        /// 2^53 until the year 2255: JavaScript reads it exactly.
+        static func firstID() -> UInt64 {
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            return (UInt64(now.tv_sec) * 1_000 + UInt64(now.tv_nsec) / 1_000_000) * 1_000
+        }
 
         /// The id of the oldest event kept (`nextID` when none is).
         var oldestID: UInt64 { count == 0 ? nextID : slots[oldest]!.event.id }

@@ -94,6 +94,20 @@ struct EventStreamTests {
         print("sse_resume.py: \(report)")
     }
 
+    /// Ids start from the server's start time: an id a client kept from a server that has
+    /// since restarted is older than anything this one has, and gets a fresh snapshot.
+    @Test func anIdFromBeforeARestartIsNotResumed() throws {
+        let server = try TestServer()
+        #expect(server.server.events.nextID > 1_700_000_000_000_000, "\(server.server.events.nextID)")
+        let reader = try CurlReader(server.url("/__counterpart/events"), headers: ["Last-Event-ID: 41"])
+        #expect(waitUntil { server.server.events.listening == 1 })
+        Thread.sleep(forTimeInterval: 0.2)
+        let events = try Self.parse(reader.stop())
+        #expect(events.first?.name == "snapshot")
+        #expect(events.first?.data["resumed"] as? Bool == false)
+        #expect(events.first?.data["lastEventId"] as? Int == 41)
+    }
+
     @Test func manyReadersGetTheSameEvents() throws {
         let server = try TestServer(serving: ["a.txt": Data("hello".utf8)])
         let readers = try (0..<20).map { _ in try CurlReader(server.url("/__counterpart/events")) }
