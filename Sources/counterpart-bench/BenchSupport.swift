@@ -51,10 +51,15 @@ struct BenchOptions {
     var jsonPath = ".build/bench/summary.json"
     /// Where the C peers built by `make bench` are (`bench/peers/*.c`, compiled with gcc).
     var peersFolder = ".build/bench/bin"
+    /// Measure the small-request and upload rows also with a client reading
+    /// `/__counterpart/events` throughout (as the live page does), beside the same server
+    /// without one.
+    var eventsReader = false
 
     static let usage = """
         usage: counterpart-bench [--only SUITE[/SECTION][,…]] [--filter KEY[,…]] [--runs N] [--quick] [--list]
                                  [--duration SECONDS] [--nginx-workers N|auto] [--json PATH] [--peers DIR]
+                                 [--events-reader]
 
           --only     run only these suites or sections (e.g. --only parsers, --only server/small,scaling)
           --filter   run only the benchmarks whose key contains one of these strings
@@ -67,6 +72,8 @@ struct BenchOptions {
           --json     where the machine-readable summary is written (default .build/bench/summary.json)
           --peers    the folder of the compiled C peers (default .build/bench/bin; make bench builds them
                      from bench/peers/*.c with gcc -O2 -lmicrohttpd)
+          --events-reader  in server/small and server/upload, measure Counterpart a second time with a
+                     client reading GET /__counterpart/events all along (the live page's stream), in the same run
 
         Sections marked "only when named" in --list run only with --only SUITE/SECTION
         (e.g. --only server/threads).
@@ -121,6 +128,8 @@ struct BenchOptions {
                 options.jsonPath = value(of: flag, inline: inline)
             case "--peers":
                 options.peersFolder = value(of: flag, inline: inline)
+            case "--events-reader":
+                options.eventsReader = true
             case "--list":
                 list = true
             case "-h", "--help":

@@ -79,8 +79,17 @@ enum ServerMeasure: CaseIterable {
     var needsBigFile: Bool { self == .upload || self == .download || self == .ranges }
     var needsWrk: Bool { self == .rangeRate || self == .small }
 
-    /// The servers measured side by side, Counterpart first.
-    var lineup: [ServerSpec] {
+    /// The servers measured side by side, Counterpart first; with `eventsReader`, the first
+    /// Counterpart again right after it, with a client reading its events.
+    func lineup(eventsReader: Bool) -> [ServerSpec] {
+        var lineup = baseLineup
+        if eventsReader, self == .small || self == .upload, case .counterpart(let threads, let sync, let memory, _) = lineup[0] {
+            lineup.insert(.counterpart(threads: threads, sync: sync, memory: memory, eventsReader: true), at: 1)
+        }
+        return lineup
+    }
+
+    private var baseLineup: [ServerSpec] {
         switch self {
         case .small, .rangeRate: [.counterpartDefault, .smallRequestMemory, .nginx(workers: "1"), .nginx(workers: "2"), .mhd]
         case .upload: [.counterpart(threads: nil, sync: "none"), .counterpart(threads: nil, sync: "full"), .uploadMemory, .mhd, .nginx(workers: "1")]
@@ -445,8 +454,8 @@ final class ServerBench {
 
     private func label(_ spec: ServerSpec) -> String {
         switch spec {
-        case .counterpart(let threads, let sync, let memory):
-            let flags = ServerSpec.flagsText(sync: sync, memory: memory)
+        case .counterpart(let threads, let sync, let memory, let reader):
+            let flags = ServerSpec.flagsText(sync: sync, memory: memory) + (reader ? ", an events reader attached" : "")
             switch threads {
             case nil: return "Counterpart" + flags
             case 0: return "Counterpart --threads 0 (thread per connection)" + flags
@@ -469,10 +478,12 @@ final class ServerBench {
         for spec in specs {
             let folder = fixture.folder + "/" + spec.key
             switch spec {
-            case .counterpart(let threads, let sync, let memory):
-                servers.append(try ServerUnderTest.startCounterpart(
+            case .counterpart(let threads, let sync, let memory, let reader):
+                let server = try ServerUnderTest.startCounterpart(
                     binary: counterpart!, threads: threads, sync: sync, memory: memory, extra: counterpartExtra, label: label(spec),
-                    root: fixture.root, folder: folder))
+                    root: fixture.root, folder: folder, eventsReader: reader)
+                servers.append(server)
+                if reader { server.eventsReader = try EventsReader(port: server.port) }
             case .nginx(let workers):
                 guard let nginx else {
                     missing.append("\(label(spec)): nginx is not installed")
@@ -536,7 +547,7 @@ final class ServerBench {
         do {
             // The C peer as each kind of server would run: tuned for large bodies on the upload
             // row, libmicrohttpd's default elsewhere (it zeroes that memory before every request).
-            let started = try startServers(measure.lineup, fixture: fixture,
+            let started = try startServers(measure.lineup(eventsReader: options.eventsReader), fixture: fixture,
                                            mhdConnectionMemory: measure == .upload ? ServerSpec.uploadConnectionMemory : nil)
             servers = started.servers
             for missing in started.missing { print("  not measured: \(missing)") }
@@ -564,6 +575,10 @@ final class ServerBench {
         for (server, result) in zip(servers, results) {
             if let failure = result.failure { print("  \(server.label): FAILED: \(failure)") }
             for note in result.notes { print("  \(server.label): \(note)") }
+            if let reader = server.eventsReader {
+                reader.stop()
+                print("  \(server.label): \(reader.summary)")
+            }
         }
         if let ddFailure { print("  dd: FAILED: \(ddFailure)") }
         record(measure, servers: servers, results: results, dd: ddRates, context: context)

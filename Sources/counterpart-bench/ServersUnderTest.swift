@@ -14,7 +14,8 @@ import Musl
 enum ServerSpec: Hashable {
     /// `sync` is Counterpart's `--sync` (`none` or `full`) and `memory` its
     /// `--connection-memory` in bytes; nil leaves the flag out.
-    case counterpart(threads: Int?, sync: String?, memory: Int? = nil)
+    /// With `eventsReader`, a client reads `/__counterpart/events` all along.
+    case counterpart(threads: Int?, sync: String?, memory: Int? = nil, eventsReader: Bool = false)
     case nginx(workers: String)
     /// bench/peers/mhd_upload_server.c: MHD_PostProcessor, file parts written as they come.
     case mhd
@@ -32,8 +33,9 @@ enum ServerSpec: Hashable {
     /// A short name for the ratios.
     var shortName: String {
         switch self {
-        case .counterpart(let threads, let sync, let memory):
+        case .counterpart(let threads, let sync, let memory, let reader):
             "Counterpart" + (threads.map { " --threads \($0)" } ?? "") + Self.flagsText(sync: sync, memory: memory)
+                + (reader ? " + events reader" : "")
         case .nginx(let workers): "nginx \(workers)w"
         case .mhd: "C MHD"
         }
@@ -48,9 +50,9 @@ enum ServerSpec: Hashable {
     /// A name for folders and the JSON summary.
     var key: String {
         switch self {
-        case .counterpart(let threads, let sync, let memory):
+        case .counterpart(let threads, let sync, let memory, let reader):
             "counterpart" + (threads.map { "-threads-\($0)" } ?? "") + (sync.map { "-sync-\($0)" } ?? "")
-                + (memory.map { "-memory-\($0 >> 10)k" } ?? "")
+                + (memory.map { "-memory-\($0 >> 10)k" } ?? "") + (reader ? "-events-reader" : "")
         case .nginx(let workers): "nginx-\(workers)w"
         case .mhd: "mhd-c"
         }
@@ -66,6 +68,8 @@ final class ServerUnderTest {
     /// the C peer's uploads folder.
     let storeFolder: String
     let logPath: String
+    /// The client reading `/__counterpart/events`, for a spec with `eventsReader`.
+    var eventsReader: EventsReader?
     private let process: SessionProcess
     private let outputPipe: Pipe?
     private var stopped = false
@@ -114,12 +118,13 @@ final class ServerUnderTest {
     /// Starts `counterpart --port 0 --root ROOT --uploads FOLDER/uploads --quiet [--threads N]
     /// [--sync MODE] EXTRA` (the build `make bench` made from this tree).
     static func startCounterpart(
-        binary: String, threads: Int?, sync: String?, memory: Int? = nil, extra: [String] = [], label: String, root: String, folder: String
+        binary: String, threads: Int?, sync: String?, memory: Int? = nil, extra: [String] = [], label: String, root: String, folder: String,
+        eventsReader: Bool = false
     ) throws -> ServerUnderTest {
         let uploads = folder + "/uploads"
         let base = ["--port", "0", "--root", root, "--uploads", uploads, "--quiet"]
             + (threads.map { ["--threads", String($0)] } ?? []) + (memory.map { ["--connection-memory", String($0)] } ?? []) + extra
-        return try startListening(spec: .counterpart(threads: threads, sync: sync, memory: memory), binary: binary,
+        return try startListening(spec: .counterpart(threads: threads, sync: sync, memory: memory, eventsReader: eventsReader), binary: binary,
                                   arguments: base + (sync.map { ["--sync", $0] } ?? []), label: label, folder: folder, storeFolder: uploads)
     }
 

@@ -6,6 +6,7 @@ struct ControlEndpoint: Sendable {
     let store: any UploadStorage
     let faults: FaultsControl
     let touch: TouchEndpoint
+    let events: EventsEndpoint
     let allowsRemoteControl: Bool
     /// Told in the health answer, so that a client (the upload page) can refuse a file
     /// that is too large before sending it.
@@ -14,6 +15,7 @@ struct ControlEndpoint: Sendable {
     static let prefix = "__counterpart"
 
     func action(for head: RequestHead, segments: [String]) -> RequestAction {
+        if let live = events.page(for: head, segments: segments) { return .respond(live) }
         guard segments.first == "faults" else { return .respond(respond(to: head, segments: segments)) }
         if head.method != "GET", head.method != "HEAD", let refusal = refusedIfRemote(head) { return .respond(refusal) }
         return faults.action(for: head, segments: Array(segments.dropFirst()))
@@ -42,7 +44,7 @@ struct ControlEndpoint: Sendable {
         case (_, ["uploads"]):
             return Response.methodNotAllowed(head.method, allowed: ["DELETE"], on: head.path)
         default:
-            return Response.error(404, "\(head.path) is not a control endpoint; they are /__counterpart/health, /__counterpart/requests, /__counterpart/uploads, /__counterpart/faults and /__counterpart/touch")
+            return Response.error(404, "\(head.path) is not a control endpoint; they are /__counterpart/ (the live page), /__counterpart/events, /__counterpart/health, /__counterpart/requests, /__counterpart/uploads, /__counterpart/faults and /__counterpart/touch")
         }
     }
 

@@ -101,11 +101,14 @@ public final class RequestJournal: Sendable {
     /// Keeps `request`: O(1). The entry is made before the lock is taken, which is then held
     /// only to move references in and out of the ring (the oldest entries it pushes out are
     /// released after it is let go): the server's threads all pass through here.
-    func record(_ request: CompletedRequest) {
-        guard capacity > 0 else { return }
+    /// Returns the request's sequence number; nil when the journal keeps nothing.
+    @discardableResult
+    func record(_ request: CompletedRequest) -> Int? {
+        guard capacity > 0 else { return nil }
         let kept = Kept(request: request, bytes: Self.textBytes(of: request))
         let dropped = ring.withLock { $0.append(kept, maxBytes: maxBytes) }
         _ = dropped
+        return kept.sequence
     }
 
     /// The text a kept request holds, in bytes, with a little for each string's own
@@ -191,11 +194,15 @@ public final class RequestJournal: Sendable {
 
 extension RequestJournal.Entry {
     fileprivate init(_ kept: RequestJournal.Kept) {
-        let request = kept.request
+        self.init(kept.request, sequence: kept.sequence)
+    }
+
+    /// The entry of `request`, `sequence`th of the server's requests.
+    init(_ request: CompletedRequest, sequence: Int) {
         let head = request.head
         let path = RequestJournal.decodedPath(of: head)
         self.init(
-            sequence: kept.sequence, method: head.method, target: head.target, path: path,
+            sequence: sequence, method: head.method, target: head.target, path: path,
             // Secrets (credentials, cookies) never leave through the journal.
             headers: head.headers.map { RequestJournal.Header(name: $0.name, value: JournalRedaction.value($0.value, ofHeader: $0.name)) },
             requestBodyBytes: request.requestBodyBytes,

@@ -42,9 +42,11 @@ public final class ServerFaults: Sendable {
     private let armedCount = Atomic<Int>(0)
     private let serverWideDraws = Atomic<UInt64>(0)
     private let cleared: @Sendable () -> Void
+    private let events: ServerEvents?
 
     /// `cleared` runs on `clear()`: other counters of the fixture start over with the rules.
-    init(serverWide: FaultSpec, rules: [FaultRule], cleared: @escaping @Sendable () -> Void = {}) {
+    init(serverWide: FaultSpec, rules: [FaultRule], cleared: @escaping @Sendable () -> Void = {}, events: ServerEvents? = nil) {
+        self.events = events
         self.serverWide = serverWide
         armed = Mutex((rules.enumerated().map { Armed(id: $0.offset + 1, rule: $0.element) }, rules.count + 1))
         armedCount.store(rules.count, ordering: .releasing)
@@ -54,13 +56,15 @@ public final class ServerFaults: Sendable {
     /// Arms `rule` after those armed before it; the rule as armed, with its id.
     @discardableResult
     public func arm(_ rule: FaultRule) -> Armed {
-        armed.withLock { state in
+        let armed = armed.withLock { state in
             let rule = Armed(id: state.nextID, rule: rule)
             state.nextID += 1
             state.rules.append(rule)
             armedCount.store(state.rules.count, ordering: .releasing)
             return rule
         }
+        events?.rule(.armed, armed)
+        return armed
     }
 
     /// Arms a rule: `fault` in the fault-spec grammar (`cut=1MiB`, `status=503`).
@@ -74,12 +78,13 @@ public final class ServerFaults: Sendable {
     /// Removes the rule `id`; false when there is none.
     @discardableResult
     public func remove(id: Int) -> Bool {
-        armed.withLock { state in
-            guard let index = state.rules.firstIndex(where: { $0.id == id }) else { return false }
-            state.rules.remove(at: index)
-            armedCount.store(state.rules.count, ordering: .releasing)
-            return true
+        let removed = armed.withLock { state -> Armed? in
+            guard let index = state.rules.firstIndex(where: { $0.id == id }) else { return nil }
+            armedCount.store(state.rules.count - 1, ordering: .releasing)
+            return state.rules.remove(at: index)
         }
+        if let removed { events?.rule(.removed, removed) }
+        return removed != nil
     }
 
     /// Removes every rule, and starts the fixture's other counters (`/bytes` `change-after`) over.
@@ -89,6 +94,7 @@ public final class ServerFaults: Sendable {
             armedCount.store(0, ordering: .releasing)
         }
         cleared()
+        events?.rule(.cleared, nil)
     }
 
     /// The rules armed, in the order they are tried, with their counts.
@@ -99,16 +105,18 @@ public final class ServerFaults: Sendable {
     func count(method: String, path makePath: @autoclosure () -> String) -> Count? {
         guard armedCount.load(ordering: .acquiring) > 0 else { return nil }
         let path = makePath()
-        return armed.withLock { state in
+        let (count, fired) = armed.withLock { state -> (Count?, Armed?) in
             guard let index = state.rules.firstIndex(where: { $0.hasFaultsLeft && $0.rule.matches(method: method, path: path) }) else {
-                return nil
+                return (nil, nil)
             }
             state.rules[index].matched += 1
             let rule = state.rules[index]
-            guard rule.matched > rule.rule.skip else { return Count(rule: rule.id, fault: nil, draw: 0) }
+            guard rule.matched > rule.rule.skip else { return (Count(rule: rule.id, fault: nil, draw: 0), nil) }
             state.rules[index].applied += 1
-            return Count(rule: rule.id, fault: rule.rule.fault, draw: UInt64(rule.applied))
+            return (Count(rule: rule.id, fault: rule.rule.fault, draw: UInt64(rule.applied)), state.rules[index])
         }
+        if let fired { events?.rule(.fired, fired) }
+        return count
     }
 
     /// The place of a request among those the server-wide fault applied to.

@@ -52,7 +52,7 @@ struct ResumableSession {
     func append(to upload: ResumableStore.Upload, from head: RequestHead, recording length: UInt64? = nil, limit: UInt64,
                 checksum: (MessageDigest, [UInt8])? = nil, interim: [InformationalResponse] = [],
                 conclude: @escaping ResumableAppend.Conclusion) -> RequestAction {
-        guard let claim = store.locker.claim(upload.id, takingOver: Self.takesOver(head)) else { return .respond(busy(upload)) }
+        guard let claim = store.claim(upload.id, takingOver: Self.takesOver(head)) else { return .respond(busy(upload)) }
         // A request that found the upload busy a moment ago must not append to bytes it did
         // not see, nor to an upload another request has completed or removed. (Only the
         // progress counts: a writer that let go saved its offset and moved the expiry.)

@@ -86,8 +86,12 @@ final class ResumableStore: Sendable {
     /// Held while an upload's state is saved (locks in this order: saving, uploads, the locker's).
     private let saving = Mutex(())
 
-    init(storage: any ResumableStorage, limits: ResumableLimits) {
+    /// Told of each upload's changes (the live page).
+    let events: ServerEvents?
+
+    init(storage: any ResumableStorage, limits: ResumableLimits, events: ServerEvents? = nil) {
         self.storage = storage
+        self.events = events
         self.limits = limits
         locker = ResumableLocker(leases: storage.leases)
         var loaded: [String: Upload] = [:]
@@ -141,6 +145,7 @@ final class ResumableStore: Sendable {
             throw .storage(error)
         }
         try save(upload)
+        events?.resumable(.created, upload)
         return upload
     }
 
@@ -177,13 +182,15 @@ final class ResumableStore: Sendable {
                 storage.remove(id)
                 throw .notFound
             }
+            events?.resumable(upload.isComplete ? .completed : .offset, upload)
             return upload
         }
     }
 
     /// Removes an upload, its state and its data.
-    func remove(_ id: String) {
-        uploads.withLock { _ = $0.removeValue(forKey: id) }
+    func remove(_ id: String, because change: ServerEvent.ResumableChange.Change = .removed) {
+        let removed = uploads.withLock { $0.removeValue(forKey: id) }
+        events?.resumable(change, removed)
         storage.remove(id)
     }
 
@@ -196,8 +203,17 @@ final class ResumableStore: Sendable {
         }
         // With a shared store another server may have kept it alive meanwhile.
         let stillExpired = expired.filter { id in known(id).map { $0.expiresAt <= now } ?? false }
-        for id in stillExpired { remove(id) }
+        for id in stillExpired { remove(id, because: .expired) }
         return stillExpired.count
+    }
+
+    /// Takes the upload for writing (`ResumableLocker.claim`), telling the live page when a
+    /// silent writer was taken over.
+    func claim(_ id: String, takingOver: Bool = false) -> ResumableLocker.Claim? {
+        let wasHeld = locker.isHeld(id)
+        let claim = locker.claim(id, takingOver: takingOver)
+        if claim != nil, wasHeld { events?.resumable(.takenOver, current(id)) }
+        return claim
     }
 
     /// The upload as it stands, expired or not: what a claim checks it against.

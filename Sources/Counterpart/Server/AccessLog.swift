@@ -9,9 +9,11 @@ public enum AccessLogFormat: String, Sendable, CaseIterable {
     func line(for request: CompletedRequest) -> String {
         let head = request.head
         let milliseconds = Int((request.seconds * 1000).rounded())
+        // A body of no set length (the event stream) is logged as what it sent.
+        let bytes = request.bodyBytes == .max ? request.bytesSent ?? 0 : request.bodyBytes
         switch self {
         case .text:
-            var line = "\(head.clientAddress) \(head.method) \(head.target) \(request.status) \(request.bodyBytes) \(milliseconds)ms"
+            var line = "\(head.clientAddress) \(head.method) \(head.target) \(request.status) \(bytes) \(milliseconds)ms"
             if !request.completed { line += " (not completed: the connection ended early)" }
             return line + "\n"
         case .json:
@@ -20,7 +22,7 @@ public enum AccessLogFormat: String, Sendable, CaseIterable {
                 ("method", .string(head.method)),
                 ("target", .string(head.target)),
                 ("status", .number(Int64(request.status))),
-                ("bytes", .unsigned(request.bodyBytes)),
+                ("bytes", .unsigned(bytes)),
                 ("ms", .number(Int64(milliseconds))),
                 ("completed", .bool(request.completed)),
             ])

@@ -93,6 +93,8 @@ public struct Configuration: Sendable {
     /// bucket (`--store s3://BUCKET/PREFIX`) that several servers share, so that any of
     /// them takes any request.
     public var objectStore: S3Configuration? = nil
+    /// Events kept for `/__counterpart/events` readers that lag or reconnect with `Last-Event-ID`.
+    public var eventBacklog = 4_096
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     /// One thread per CPU, at least 2 (a thread waiting in the kernel, on a disk sync, does

@@ -19,6 +19,9 @@ public final class CounterpartServer: Sendable {
     /// The faults it applies of its own accord: `configuration.faults` and the rules armed
     /// (`configuration.faultRules`, `POST /__counterpart/faults`, `faults.arm(…)`).
     public let faults: ServerFaults
+    /// What happens on it as it happens: finished requests, transfers in flight, resumable
+    /// uploads, fault rules (`/__counterpart/events`, `events.subscribe()`).
+    public let events: ServerEvents
     private let daemon: MicroHTTPDDaemon
     private let resumable: ResumableStore
     private let sweeper: PeriodicTask
@@ -48,13 +51,15 @@ public final class CounterpartServer: Sendable {
     /// Starts listening; returns once the server takes requests.
     public init(_ configuration: Configuration) throws(StartError) {
         self.configuration = configuration
+        let events = ServerEvents(backlog: configuration.eventBacklog)
+        self.events = events
         let root = try ServedFolder(path: configuration.root)
         let storage = try ServerStorage(configuration, uploadedFileHeaders: Self.uploadedFileHeaders)
-        resumable = ResumableStore(storage: storage.resumable, limits: configuration.resumableLimits)
+        resumable = ResumableStore(storage: storage.resumable, limits: configuration.resumableLimits, events: events)
         resumable.removeExpired()
         journal = RequestJournal(capacity: configuration.journalCapacity, maxBytes: configuration.journalMaxBytes)
         let changes = ChangeCounters()
-        faults = ServerFaults(serverWide: configuration.faults, rules: configuration.faultRules, cleared: { changes.reset() })
+        faults = ServerFaults(serverWide: configuration.faults, rules: configuration.faultRules, cleared: { changes.reset() }, events: events)
         let origin = ServerOrigin()
         let uploadEndpoint = UploadEndpoint(store: storage.uploads, limits: UploadLimits(
             maxBodyBytes: configuration.maxUploadBytes, multipart: configuration.multipartLimits,
@@ -71,11 +76,13 @@ public final class CounterpartServer: Sendable {
             resumable: ResumableUploads(store: resumable, target: uploadEndpoint, maxSize: configuration.maxUploadBytes,
                                         maxDrainBytes: configuration.maxDrainBytes, origin: origin, isHTTPS: configuration.tls != nil),
             control: ControlEndpoint(journal: journal, store: storage.uploads, faults: FaultsControl(faults: faults),
-                                     touch: TouchEndpoint(root: rootFiles, uploads: storage.uploadsFolder), allowsRemoteControl: configuration.allowsRemoteControl,
+                                     touch: TouchEndpoint(root: rootFiles, uploads: storage.uploadsFolder), events: EventsEndpoint(events: events, faults: faults),
+                                     allowsRemoteControl: configuration.allowsRemoteControl,
                                      maxUploadBytes: configuration.maxUploadBytes),
             faults: faults,
             cors: configuration.corsOrigin.map(CORS.init),
             journal: journal,
+            events: events,
             accessLog: configuration.accessLog,
             gate: AuthGate(accessControl: configuration.accessControl, allowsRemoteControl: configuration.allowsRemoteControl,
                            ownerOfUpload: { [resumable] id in (try? resumable.upload(id)).map(\.owner) }, failures: FailureLog()),
@@ -123,6 +130,7 @@ public final class CounterpartServer: Sendable {
         guard !alreadyStopped else { return }
         sweeper.cancel()
         daemon.stopAccepting()
+        events.close()  // event streams would otherwise hold the stop for its whole grace
         let deadline = MonotonicClock.seconds() + grace.seconds
         while daemon.requestsInFlight > 0, MonotonicClock.seconds() < deadline {
             Thread.sleep(forTimeInterval: 0.01)

@@ -14,6 +14,7 @@ struct Router: RequestHandler {
     let faults: ServerFaults
     let cors: CORS?
     let journal: RequestJournal
+    let events: ServerEvents
     let accessLog: Bool
     let gate: AuthGate
     var accessLogFormat: AccessLogFormat = .text
@@ -40,7 +41,7 @@ struct Router: RequestHandler {
         // Decide before taking: a fault that replaces the answer is applied before any
         // endpoint runs, so no lock, slot or file is taken for an answer that is dropped.
         if let replacement = Faults.replacement(decision.spec) { return decorated(replacement, head) }
-        return decorated(Faults.apply(decision.spec, to: route(head, path), method: head.method), head)
+        return decorated(events.metered(Faults.apply(decision.spec, to: route(head, path), method: head.method), head), head)
     }
 
     private func route(_ head: RequestHead, _ path: RequestPath) -> RequestAction {
@@ -72,7 +73,7 @@ struct Router: RequestHandler {
     func completed(_ request: CompletedRequest) {
         let head = request.head
         if case .segments(let segments) = head.decodedPath, segments.first == ControlEndpoint.prefix {} else {
-            journal.record(request)
+            events.requestFinished(request, sequence: journal.record(request))
         }
         // Refused credentials are summed up by the gate's failure log, at most a line a
         // second: a brute-force run must not write a line per guess.

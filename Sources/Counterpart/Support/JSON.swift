@@ -48,6 +48,13 @@ enum JSON: Equatable, Sendable {
 
     private static func quote(_ text: String, into out: inout String) {
         out += "\""
+        // Most strings (paths, header names and values) need no escape: one append, not one
+        // per scalar. 0xE2 leads U+2028 and U+2029 (and others): those take the slow path.
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xE2 }) {
+            out += text
+            out += "\""
+            return
+        }
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""

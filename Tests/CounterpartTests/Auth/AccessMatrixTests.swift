@@ -33,6 +33,9 @@ struct AccessMatrixTests {
         Row(method: "GET", path: "/__counterpart/requests", right: "control", status: 200),
         Row(method: "DELETE", path: "/__counterpart/requests", right: "control", status: 204),
         Row(method: "DELETE", path: "/__counterpart/uploads", right: "control", status: 200),
+        Row(method: "GET", path: "/__counterpart/", right: "control", status: 200),
+        // HEAD: a GET would stay open, reading events.
+        Row(method: "HEAD", path: "/__counterpart/events", arguments: ["--head"], right: "control", status: 200),
     ]
 
     static let credentials = TestCredentials.users.map { ($0.name, $0.rights) } + TestCredentials.tokens.map { ($0.name, $0.rights) }

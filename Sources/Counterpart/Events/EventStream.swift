@@ -1,0 +1,105 @@
+import HTTPTransfer
+
+/// `GET /__counterpart/events`: the server's events as Server-Sent Events (WHATWG HTML
+/// §9.2), for as long as the client reads. Each event has an `id:`; a client that comes back
+/// with `Last-Event-ID` gets what it missed while the backlog still holds it, else a
+/// `snapshot` (as a new client does) that says it missed some. An idle stream gets a
+/// comment every 15 s, which keeps proxies and the connection timeout from closing it.
+struct EventsEndpoint: Sendable {
+    let events: ServerEvents
+    let faults: ServerFaults
+
+    /// How long the stream waits before it looks for new events again, when it has sent
+    /// them all (the connection is suspended meanwhile, not a thread): 5 ms while events
+    /// come, doubling while none do, up to 100 ms. Under a flood of requests a longer first
+    /// wait let a reader fall behind the backlog (a timer fires late on busy cores), and a
+    /// stream with nothing to send costs ten wake-ups a second.
+    static let shortestPause = 5
+    static let longestPause = 100
+    static let heartbeatSeconds = 15.0
+    /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
+    static let readBytes = streamBlockSize
+
+    func respond(to head: RequestHead) -> Response {
+        guard head.method == "GET" || head.method == "HEAD" else {
+            return Response.methodNotAllowed(head.method, allowed: ["GET", "HEAD"], on: head.path)
+        }
+        let headers = [
+            HTTPField(name: "Content-Type", value: "text/event-stream; charset=utf-8"),
+            HTTPField(name: "Cache-Control", value: "no-store"),
+            // nginx and others in front would otherwise hold the events back in their buffers.
+            HTTPField(name: "X-Accel-Buffering", value: "no"),
+        ]
+        guard head.method == "GET" else { return Response(status: 200, headers: headers) }
+        let lastEventID = head.header("Last-Event-ID").flatMap { UInt64(ASCII.trimmed($0).description) }
+        guard let opening = events.openReader(lastEventID: lastEventID, socket: head.connection?.socket) else {
+            return Response.error(503, "the server is stopping")
+        }
+        var preamble = "retry: 2000\n\n"
+        if !opening.resumed {
+            let snapshot = JSON.object([
+                ("resumed", .bool(false)),
+                ("lastEventId", lastEventID.map(JSON.unsigned) ?? .null),
+                ("nextId", .unsigned(opening.lastID + 1)),
+                ("transfers", .array(opening.transfers.map { ServerEvent(id: 0, stored: .transfer($0)).json })),
+                ("resumable", .array(opening.resumable.map(\.json))),
+                ("rules", .array(faults.rules.map(\.json))),
+            ])
+            // Its id is the last event's before the stream: a client that reconnects from
+            // here misses nothing.
+            preamble += "id: \(opening.lastID)\nevent: snapshot\ndata: \(snapshot.serialized)\n\n"
+        }
+        return Response(status: 200, headers: headers,
+                        body: .stream(length: .max, EventStreamBody(events: events, reader: opening.reader, socket: head.connection?.socket,
+                                                                    preamble: Array(preamble.utf8))))
+    }
+}
+
+/// One client's event stream: reads its events from the backlog as the connection can take
+/// them, and lets go of its place when the connection ends.
+final class EventStreamBody: ResponseStream {
+    private let events: ServerEvents
+    private let reader: Int
+    /// The connection's socket: a client that has gone is noticed while the stream is idle,
+    /// not only when the next event or keep-alive is written.
+    private let socket: Int32?
+    private var pending: [UInt8]
+    private var sent = 0
+    private var lastWrite = MonotonicClock.seconds()
+    private var pauseMilliseconds = EventsEndpoint.shortestPause
+
+    init(events: ServerEvents, reader: Int, socket: Int32?, preamble: [UInt8]) {
+        self.events = events
+        self.reader = reader
+        self.socket = socket
+        pending = preamble
+    }
+
+    func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
+        if sent == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            sent = 0
+            switch events.read(reader, bytes: EventsEndpoint.readBytes) {
+            case .dropped:
+                return .cut
+            case .events(let slots) where slots.isEmpty:
+                if let socket, Platform.peerHasClosed(socket) { return .cut }
+                guard MonotonicClock.seconds() - lastWrite >= EventsEndpoint.heartbeatSeconds else {
+                    defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
+                    return .pause(.duration(.milliseconds(pauseMilliseconds)))
+                }
+                pending.append(contentsOf: ": keep-alive\n\n".utf8)
+            case .events(let slots):
+                pauseMilliseconds = EventsEndpoint.shortestPause
+                for slot in slots { pending.append(contentsOf: slot.frame) }
+            }
+        }
+        let count = min(buffer.count, pending.count - sent)
+        pending.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + sent, byteCount: count) }
+        sent += count
+        lastWrite = MonotonicClock.seconds()
+        return .bytes(count)
+    }
+
+    deinit { events.closeReader(reader) }
+}

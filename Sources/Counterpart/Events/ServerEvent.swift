@@ -1,0 +1,134 @@
+import HTTPTransfer
+
+/// One thing that happened on a server, as `/__counterpart/events` sends it and
+/// `ServerEvents.subscribe()` yields it. Ids count up by one with no gaps, across kinds, from a number
+/// taken from the clock at the start (a restarted server's are larger).
+public struct ServerEvent: Sendable {
+    public let id: UInt64
+    let stored: Stored
+
+    /// What an event holds, as it is kept: a finished request stays as the server saw it,
+    /// and its journal entry (redacted) is made only when someone reads it.
+    enum Stored: Sendable {
+        case request(CompletedRequest, sequence: Int?)
+        case transfer(Transfer)
+        case resumable(ResumableChange)
+        case rule(RuleChange)
+    }
+
+    /// What happened.
+    public enum Kind: Sendable {
+        /// A request finished, as the journal records it (with the same redaction).
+        case request(RequestJournal.Entry)
+        /// An upload or a download in flight moved on (at most every 250 ms), or ended.
+        case transfer(Transfer)
+        /// A resumable upload was created, moved its offset, was taken over, completed,
+        /// expired or was removed.
+        case resumable(ResumableChange)
+        /// A fault rule was armed, fired, removed, or all were cleared.
+        case rule(RuleChange)
+    }
+
+    public var kind: Kind {
+        switch stored {
+        case .request(let request, let sequence): return .request(RequestJournal.Entry(request, sequence: sequence ?? 0))
+        case .transfer(let transfer): return .transfer(transfer)
+        case .resumable(let change): return .resumable(change)
+        case .rule(let change): return .rule(change)
+        }
+    }
+
+    /// The SSE event name: `request`, `transfer`, `resumable` or `rule`.
+    public var name: String {
+        switch stored {
+        case .request: return "request"
+        case .transfer: return "transfer"
+        case .resumable: return "resumable"
+        case .rule: return "rule"
+        }
+    }
+
+    /// An upload's or a download's body bytes so far.
+    public struct Transfer: Sendable, Equatable {
+        public enum Direction: String, Sendable { case upload, download }
+        /// Counts up per server; the same for every event of one transfer.
+        public var id: Int
+        public var direction: Direction
+        public var method: String
+        /// The path as sent.
+        public var path: String
+        public var bytes: UInt64
+        /// The body's length when the client (upload) or the server (download) told it.
+        public var total: UInt64?
+        /// Bytes per second since the transfer's previous event.
+        public var bytesPerSecond: Double
+        /// The last event of this transfer: it completed or was cut.
+        public var ended: Bool
+
+        /// `bytes / total`, when the total is known.
+        public var fraction: Double? { total.map { $0 == 0 ? 1 : Double(bytes) / Double($0) } }
+    }
+
+    /// A resumable upload (tus or the IETF draft) changed.
+    public struct ResumableChange: Sendable, Equatable {
+        public enum Change: String, Sendable { case created, offset, takenOver = "taken-over", completed, expired, removed }
+        public var change: Change
+        public var upload: String
+        /// `tus` or `ietf`.
+        public var `protocol`: String
+        public var offset: UInt64
+        public var length: UInt64?
+    }
+
+    /// A fault rule changed.
+    public struct RuleChange: Sendable, Equatable {
+        public enum Change: String, Sendable { case armed, fired, removed, cleared }
+        public var change: Change
+        /// The rule with its counts after the change; nil when every rule was cleared.
+        public var rule: ServerFaults.Armed?
+    }
+}
+
+extension ServerEvent {
+    var json: JSON {
+        switch stored {
+        case .request(let request, let sequence):
+            return RequestJournal.Entry(request, sequence: sequence ?? 0).json
+        case .transfer(let transfer):
+            return .object([
+                ("id", .number(Int64(transfer.id))),
+                ("direction", .string(transfer.direction.rawValue)),
+                ("method", .string(transfer.method)),
+                ("path", .string(transfer.path)),
+                ("bytes", .unsigned(transfer.bytes)),
+                ("total", transfer.total.map(JSON.unsigned) ?? .null),
+                ("bytesPerSecond", .unsigned(UInt64(max(0, transfer.bytesPerSecond).rounded()))),
+                ("ended", .bool(transfer.ended)),
+            ])
+        case .resumable(let change):
+            return change.json
+        case .rule(let change):
+            return .object([("change", .string(change.change.rawValue)), ("rule", change.rule?.json ?? .null)])
+        }
+    }
+
+    /// The event as SSE text (WHATWG HTML §9.2): its id, its name, its JSON on one line.
+    var frame: [UInt8] {
+        var text = "id: \(id)\nevent: \(name)\ndata: "
+        text += json.serialized
+        text += "\n\n"
+        return Array(text.utf8)
+    }
+}
+
+extension ServerEvent.ResumableChange {
+    var json: JSON {
+        .object([
+            ("change", .string(change.rawValue)),
+            ("upload", .string(upload)),
+            ("protocol", .string(self.protocol)),
+            ("offset", .unsigned(offset)),
+            ("length", length.map(JSON.unsigned) ?? .null),
+        ])
+    }
+}

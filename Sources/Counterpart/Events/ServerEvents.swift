@@ -1,0 +1,303 @@
+import Foundation
+import Synchronization
+
+/// What happens on a server, as events: kept in a bounded backlog (for `Last-Event-ID`),
+/// read by the `/__counterpart/events` streams and yielded to `subscribe()`.
+///
+/// Publishing never waits on a reader: it is O(1) under one short lock (plus a constant
+/// step per reader), and the backlog is the only memory the events hold. An SSE reader
+/// reads from the backlog at its own pace; one that falls so far behind that the backlog
+/// has dropped what it has not read yet is dropped (its connection shut), and may come
+/// back with `Last-Event-ID` to learn that it missed some.
+///
+/// ```swift
+/// let events = server.events.subscribe()
+/// // … start an upload …
+/// for await event in events {
+///     if case .transfer(let transfer) = event.kind, (transfer.fraction ?? 0) >= 0.5 { break }
+/// }
+/// ```
+public final class ServerEvents: Sendable {
+    /// Events kept for `Last-Event-ID` and for readers that lag, at most.
+    public let backlog: Int
+    /// Bytes the backlog holds at most (a request's event counts its text as the journal
+    /// does): a few requests with 60 KB heads must not make it hold gigabytes.
+    public static let backlogBytes = 8 << 20
+    /// A transfer's events come at most this often (seconds).
+    static let transferInterval = 0.25
+
+    private let state: Mutex<State>
+    /// Readers and subscribers, read without the lock: transfers are metered only while
+    /// someone is listening.
+    private let listeners = Atomic<Int>(0)
+    private let transferIDs = Atomic<Int>(1)
+
+    init(backlog: Int) {
+        self.backlog = max(backlog, 1)
+        state = Mutex(State(capacity: max(backlog, 1)))
+    }
+
+    /// Readers (SSE streams) and subscribers now.
+    public var listening: Int { listeners.load(ordering: .relaxed) }
+
+    /// The id the next event will get.
+    public var nextID: UInt64 { state.withLock { $0.nextID } }
+
+    /// The events from now on (and, with `after`, those after that id the backlog still
+    /// holds), until the server stops. A subscriber that lets more than `backlog` events
+    /// pile up unread is dropped: its sequence ends.
+    public func subscribe(after: UInt64? = nil) -> AsyncStream<ServerEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ServerEvent.self, bufferingPolicy: .bufferingOldest(backlog))
+        let key = state.withLock { state -> Int? in
+            guard !state.closed else { return nil }
+            if let after { for slot in state.slots(after: after) { continuation.yield(slot.event) } }
+            let key = state.nextKey
+            state.nextKey += 1
+            state.subscribers[key] = continuation
+            listeners.add(1, ordering: .relaxed)
+            return key
+        }
+        guard let key else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            let removed = state.withLock { $0.subscribers.removeValue(forKey: key) != nil }
+            if removed { listeners.subtract(1, ordering: .relaxed) }
+        }
+        return stream
+    }
+
+    // MARK: - Publishing
+
+    func requestFinished(_ request: CompletedRequest, sequence: Int?) {
+        publish(.request(request, sequence: sequence), bytes: RequestJournal.textBytes(of: request))
+    }
+
+    func resumable(_ change: ServerEvent.ResumableChange.Change, _ upload: ResumableStore.Upload?) {
+        guard let upload else { return }
+        publish(.resumable(ServerEvent.ResumableChange(change: change, upload: upload.id, protocol: upload.kind.rawValue,
+                                                       offset: upload.offset, length: upload.length)))
+    }
+
+    func rule(_ change: ServerEvent.RuleChange.Change, _ rule: ServerFaults.Armed?) {
+        publish(.rule(ServerEvent.RuleChange(change: change, rule: rule)))
+    }
+
+    func transfer(_ transfer: ServerEvent.Transfer) { publish(.transfer(transfer)) }
+
+    /// A new transfer's id.
+    func newTransferID() -> Int { transferIDs.add(1, ordering: .relaxed).oldValue }
+
+    private func publish(_ stored: ServerEvent.Stored, bytes: Int = 256) {
+        let (evicted, unsubscribed) = state.withLock { state -> ([Slot], [AsyncStream<ServerEvent>.Continuation]) in
+            guard !state.closed else { return ([], []) }
+            return state.append(stored, bytes: bytes, maxBytes: Self.backlogBytes)
+        }
+        _ = evicted  // released here, outside the lock
+        guard !unsubscribed.isEmpty else { return }
+        listeners.subtract(unsubscribed.count, ordering: .relaxed)
+        // Outside the lock: finishing calls the stream's onTermination, which takes it.
+        for subscriber in unsubscribed { subscriber.finish() }
+    }
+
+    // MARK: - Readers
+
+    /// Where a new reader starts.
+    struct Opening {
+        let reader: Int
+        /// Whether it goes on from the `Last-Event-ID` it gave; when false, it starts from
+        /// now and gets `snapshot` first.
+        let resumed: Bool
+        let transfers: [ServerEvent.Transfer]
+        let resumable: [ServerEvent.ResumableChange]
+        /// The id of the last event before it starts.
+        let lastID: UInt64
+    }
+
+    /// A reader for an SSE stream on `socket`, after `lastEventID` when the backlog still
+    /// holds every event since; nil once the server is stopping.
+    func openReader(lastEventID: UInt64?, socket: Int32?) -> Opening? {
+        state.withLock { state -> Opening? in
+            guard !state.closed else { return nil }
+            let key = state.nextKey
+            state.nextKey += 1
+            var cursor = state.nextID
+            var resumed = false
+            if let lastEventID, lastEventID < state.nextID, lastEventID + 1 >= state.oldestID {
+                cursor = lastEventID + 1
+                resumed = true
+            }
+            state.readers[key] = Reader(cursor: cursor, socket: socket)
+            listeners.add(1, ordering: .relaxed)
+            return Opening(reader: key, resumed: resumed, transfers: state.transfers.values.sorted { $0.id < $1.id },
+                           resumable: state.resumable.values.sorted { $0.upload < $1.upload }, lastID: cursor - 1)
+        }
+    }
+
+    enum Read {
+        case events([Slot])
+        /// The reader fell behind the backlog, or the server is stopping: end the stream.
+        case dropped
+    }
+
+    /// The next events for `reader`, about `bytes` of them (at least one when there is one).
+    func read(_ reader: Int, bytes: Int) -> Read {
+        state.withLock { state in
+            guard let cursor = state.readers[reader]?.cursor, cursor != Reader.dropped, !state.closed else { return .dropped }
+            let slots = state.slots(from: cursor, bytes: bytes)
+            state.readers[reader]?.cursor = cursor + UInt64(slots.count)
+            return .events(slots)
+        }
+    }
+
+    func closeReader(_ reader: Int) {
+        let removed = state.withLock { $0.readers.removeValue(forKey: reader) != nil }
+        if removed { listeners.subtract(1, ordering: .relaxed) }
+    }
+
+    /// Ends every stream and subscription: the server is stopping.
+    func close() {
+        let subscribers = state.withLock { state -> [AsyncStream<ServerEvent>.Continuation] in
+            state.closed = true
+            for reader in state.readers.values { reader.shut() }
+            defer { state.subscribers.removeAll() }
+            return Array(state.subscribers.values)
+        }
+        listeners.subtract(subscribers.count, ordering: .relaxed)
+        for subscriber in subscribers { subscriber.finish() }
+    }
+
+    // MARK: - State
+
+    /// An event in the backlog, and its SSE text once a reader has asked for it.
+    final class Slot: Sendable {
+        let event: ServerEvent
+        let bytes: Int
+        private let rendered = Mutex<[UInt8]?>(nil)
+
+        init(_ event: ServerEvent, bytes: Int) {
+            self.event = event
+            self.bytes = bytes
+        }
+
+        /// Made once, by the first reader that needs it, then shared.
+        var frame: [UInt8] {
+            if let made = rendered.withLock({ $0 }) { return made }
+            let made = event.frame
+            rendered.withLock { $0 = made }
+            return made
+        }
+    }
+
+    struct Reader {
+        /// The id of the next event it reads.
+        var cursor: UInt64
+        let socket: Int32?
+
+        /// The cursor of a reader that fell behind the backlog.
+        static let dropped = UInt64.max
+
+        /// Shuts the reader's connection down (libmicrohttpd then closes it): called under
+        /// the lock, and a reader is removed under it before its connection can close, so
+        /// the socket is still the reader's.
+        func shut() {
+            if let socket { _ = shutdown(socket, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    private struct State: @unchecked Sendable {
+        var slots: [Slot?]
+        var oldest = 0
+        var count = 0
+        var bytes = 0
+        var nextID = State.firstID()
+        var nextKey = 0
+        var readers: [Int: Reader] = [:]
+        var subscribers: [Int: AsyncStream<ServerEvent>.Continuation] = [:]
+        /// Transfers in flight and resumable uploads not yet ended, for a new reader's snapshot.
+        var transfers: [Int: ServerEvent.Transfer] = [:]
+        var resumable: [String: ServerEvent.ResumableChange] = [:]
+        var closed = false
+
+        init(capacity: Int) { slots = Array(repeating: nil, count: capacity) }
+
+        /// The first id: the start's time in milliseconds times 1,000, so that a client that
+        /// comes back to a restarted server with an id of the one before is not taken to have
+        /// missed nothing (unless the old one published a million events a second). Below
+        /// 2^53 until the year 2255: JavaScript reads it exactly.
+        static func firstID() -> UInt64 {
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            return (UInt64(now.tv_sec) * 1_000 + UInt64(now.tv_nsec) / 1_000_000) * 1_000
+        }
+
+        /// The id of the oldest event kept (`nextID` when none is).
+        var oldestID: UInt64 { count == 0 ? nextID : slots[oldest]!.event.id }
+
+        /// Adds the event, dropping the oldest past the count or the bytes; readers that had
+        /// not read those are dropped; subscribers get it. Returns the slots dropped.
+        mutating func append(_ stored: ServerEvent.Stored, bytes: Int, maxBytes: Int) -> ([Slot], [AsyncStream<ServerEvent>.Continuation]) {
+            let slot = Slot(ServerEvent(id: nextID, stored: stored), bytes: bytes)
+            nextID += 1
+            var evicted: [Slot] = []
+            while count > 0, count == slots.count || self.bytes + bytes > maxBytes {
+                let dropped = slots[oldest]!
+                slots[oldest] = nil
+                oldest = (oldest + 1) % slots.count
+                count -= 1
+                self.bytes -= dropped.bytes
+                evicted.append(dropped)
+            }
+            slots[(oldest + count) % slots.count] = slot
+            count += 1
+            self.bytes += bytes
+            if !evicted.isEmpty, !readers.isEmpty {
+                let oldestKept = oldestID
+                for (key, reader) in readers where reader.cursor < oldestKept {
+                    reader.shut()
+                    readers[key]?.cursor = Reader.dropped  // removed when its stream ends
+                }
+            }
+            var unsubscribed: [AsyncStream<ServerEvent>.Continuation] = []
+            for (key, subscriber) in subscribers {
+                switch subscriber.yield(slot.event) {
+                case .enqueued: break
+                case .dropped, .terminated: unsubscribed.append(subscribers.removeValue(forKey: key)!)
+                @unknown default: break
+                }
+            }
+            switch stored {
+            case .transfer(let transfer):
+                if transfer.ended { transfers.removeValue(forKey: transfer.id) } else { transfers[transfer.id] = transfer }
+            case .resumable(let change):
+                switch change.change {
+                case .created, .offset, .takenOver: resumable[change.upload] = change
+                case .completed, .expired, .removed: resumable.removeValue(forKey: change.upload)
+                }
+            case .request, .rule:
+                break
+            }
+            return (evicted, unsubscribed)
+        }
+
+        /// The slots from id `cursor` on, about `bytes` of them.
+        func slots(from cursor: UInt64, bytes: Int) -> [Slot] {
+            let first = oldestID
+            guard cursor >= first, cursor < nextID else { return [] }
+            var found: [Slot] = []
+            var taken = 0
+            var index = Int(cursor - first)
+            while index < count, taken < bytes {
+                let slot = slots[(oldest + index) % slots.count]!
+                found.append(slot)
+                taken += slot.bytes
+                index += 1
+            }
+            return found
+        }
+
+        func slots(after id: UInt64) -> [Slot] { slots(from: id + 1, bytes: .max) }
+    }
+}

@@ -1,0 +1,266 @@
+import Counterpart
+import Foundation
+import Testing
+
+/// `/__counterpart/events` read by real clients (curl, Python's http.client, a socket that
+/// stops reading), and the same events as an AsyncSequence on the embedded server.
+@Suite("The event stream")
+struct EventStreamTests {
+    /// One SSE event as a client reads it.
+    struct ReadEvent {
+        var id: UInt64?
+        var name: String
+        var data: [String: Any]
+    }
+
+    /// The events in SSE text (blocks separated by an empty line; comments and `retry` skipped).
+    static func parse(_ text: String) throws -> [ReadEvent] {
+        var events: [ReadEvent] = []
+        for block in text.components(separatedBy: "\n\n") {
+            var id: UInt64?
+            var name = "message"
+            var data: [String] = []
+            for line in block.split(separator: "\n") {
+                if line.hasPrefix("id: ") { id = UInt64(line.dropFirst(4)) }
+                if line.hasPrefix("event: ") { name = String(line.dropFirst(7)) }
+                if line.hasPrefix("data: ") { data.append(String(line.dropFirst(6))) }
+            }
+            guard !data.isEmpty else { continue }
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(data.joined(separator: "\n").utf8)) as? [String: Any])
+            events.append(ReadEvent(id: id, name: name, data: object))
+        }
+        return events
+    }
+
+    /// `curl -N` on the stream, in the background, until `stop()`.
+    final class CurlReader: @unchecked Sendable {
+        let process = Process()
+        private let output = Pipe()
+        private let read: BackgroundRead
+
+        init(_ url: String, headers: [String] = []) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            process.arguments = ["-sN"] + headers.flatMap { ["-H", $0] } + [url]
+            process.standardOutput = output
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            read = BackgroundRead(output.fileHandleForReading)
+        }
+
+        func stop() -> String {
+            // SIGKILL: the test process's children start with SIGTERM blocked.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return read.wait()
+        }
+    }
+
+    @Test func curlReadsTheEventsWithIdsAndRedactedHeaders() throws {
+        let server = try TestServer(serving: ["a.txt": Data("hello".utf8)])
+        let reader = try CurlReader(server.url("/__counterpart/events"))
+        #expect(waitUntil { server.server.events.listening == 1 })
+        let first = server.server.events.nextID
+        _ = try curl(["-H", "Authorization: Bearer twelve-chars", server.url("/a.txt")])
+        _ = try curl([server.url("/missing")])
+        try server.server.faults.arm(path: "/a.txt", fault: "status=503", times: 1)
+        _ = try curl([server.url("/a.txt")])
+        #expect(waitUntil { server.server.events.nextID >= first + 5 })
+        Thread.sleep(forTimeInterval: 0.3)
+        let events = try Self.parse(reader.stop())
+
+        #expect(events.first?.name == "snapshot")
+        #expect(events.first?.id == first - 1, "the snapshot's id is the last event's before the stream")
+        let after = Array(events.dropFirst())
+        #expect(after.map(\.id) == (first..<first + UInt64(after.count)).map { Optional($0) }, "ids one apart: \(after.map(\.id))")
+        #expect(after.map(\.name) == ["request", "request", "rule", "rule", "request"])
+        let secret = after[0].data
+        #expect(secret["path"] as? String == "/a.txt")
+        let headers = try #require(secret["headers"] as? [[String]])
+        #expect(headers.contains(["Authorization", "<redacted 19 bytes>"]), "\(headers)")
+        #expect(after[1].data["status"] as? Int == 404)
+        #expect((after[2].data["rule"] as? [String: Any])?["remaining"] as? Int == 1)
+        #expect(after[3].data["change"] as? String == "fired")
+        #expect((after[3].data["rule"] as? [String: Any])?["remaining"] as? Int == 0)
+        #expect(after[4].data["status"] as? Int == 503)
+        #expect((after[4].data["fault"] as? [String: Any])?["rule"] as? Int == 1)
+    }
+
+    @Test func pythonResumesWithLastEventIDWithoutAGap() throws {
+        let server = try TestServer(configure: { $0.eventBacklog = 16 })
+        let run = try runCommand("/usr/bin/python3", [repositoryRoot.appendingPathComponent("Tests/Events/sse_resume.py").path,
+                                                       server.url(""), "16"])
+        #expect(run.status == 0, "\(run.output)")
+        let report = try #require(run.output.split(separator: "\n").last { $0.hasPrefix("{") })
+        print("sse_resume.py: \(report)")
+    }
+
+    /// Ids start from the server's start time: an id a client kept from a server that has
+    /// since restarted is older than anything this one has, and gets a fresh snapshot.
+    @Test func anIdFromBeforeARestartIsNotResumed() throws {
+        let server = try TestServer()
+        #expect(server.server.events.nextID > 1_700_000_000_000_000, "\(server.server.events.nextID)")
+        let reader = try CurlReader(server.url("/__counterpart/events"), headers: ["Last-Event-ID: 41"])
+        #expect(waitUntil { server.server.events.listening == 1 })
+        Thread.sleep(forTimeInterval: 0.2)
+        let events = try Self.parse(reader.stop())
+        #expect(events.first?.name == "snapshot")
+        #expect(events.first?.data["resumed"] as? Bool == false)
+        #expect(events.first?.data["lastEventId"] as? Int == 41)
+    }
+
+    @Test func manyReadersGetTheSameEvents() throws {
+        let server = try TestServer(serving: ["a.txt": Data("hello".utf8)])
+        let readers = try (0..<20).map { _ in try CurlReader(server.url("/__counterpart/events")) }
+        #expect(waitUntil(seconds: 10) { server.server.events.listening == 20 })
+        let first = server.server.events.nextID
+        for _ in 0..<5 { _ = try curl([server.url("/a.txt")]) }
+        #expect(waitUntil { server.server.events.nextID == first + 5 })
+        Thread.sleep(forTimeInterval: 0.3)
+        for reader in readers {
+            let events = try Self.parse(reader.stop()).filter { $0.name == "request" }
+            #expect(events.map(\.id) == (first..<first + 5).map { Optional($0) })
+        }
+        #expect(waitUntil { server.server.events.listening == 0 })
+    }
+
+    /// A client that stops reading: the events it has not read pile up in its socket, then
+    /// the backlog passes it by and it is dropped (its connection shut); uploads go on at
+    /// their pace throughout, and a client that reads stays.
+    @Test func aReaderThatStopsReadingIsDroppedWhileUploadsGoOn() throws {
+        let server = try TestServer(configure: { $0.eventBacklog = 128 })
+        let reading = try CurlReader(server.url("/__counterpart/events"))
+        let stuck = try Self.smallWindowSocket(port: server.server.port)
+        defer { close(stuck) }
+        let request = "GET /__counterpart/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        #expect(request.withCString { send(stuck, $0, strlen($0), Int32(MSG_NOSIGNAL)) } > 0)
+        #expect(waitUntil { server.server.events.listening == 2 })
+
+        let file = server.root.appendingPathComponent("part.bin")
+        try testBytes(count: 2_000).write(to: file)
+        let started = ContinuousClock.now
+        // Each request's event carries an 8 KB header: more than the socket buffers of the
+        // stuck reader's connection (which grow to a few MB) and the backlog hold together.
+        let padding = "X-Padding: " + String(repeating: "a", count: 8_000)
+        let uploads = try runCommand("/usr/bin/curl", ["-s", "-w", "%{http_code}\n", "-H", padding, "-F", "file=@\(file.path)"]
+            + Array(repeating: ["-o", "/dev/null", server.url("/upload")], count: 1000).flatMap { $0 })
+        let took = ContinuousClock.now - started
+        let statuses = uploads.output.split(separator: "\n")
+        #expect(statuses.count == 1000 && statuses.allSatisfy { $0 == "200" }, "\(statuses.filter { $0 != "200" }.prefix(5))")
+        #expect(took < .seconds(30), "1,000 uploads took \(took)")
+        #expect(waitUntil { server.server.events.listening == 1 }, "the stuck reader was not dropped: \(server.server.events.listening)")
+
+        // What it had not read is still there to read, then the stream ends.
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(stuck, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var received = 0
+        while true {
+            let count = recv(stuck, &buffer, buffer.count, 0)
+            if count <= 0 {
+                #expect(count == 0 || errno == ECONNRESET, "the dropped stream did not end (errno \(errno))")
+                break
+            }
+            received += count
+        }
+        #expect(received > 0)
+        let read = try Self.parse(reading.stop()).filter { $0.name == "request" }
+        #expect(read.count == 1000, "the reading client got \(read.count) of the 1,000 uploads")
+    }
+
+    /// A socket with a small receive window, connected to the server.
+    static func smallWindowSocket(port: UInt16) throws -> Int32 {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var size: Int32 = 4096
+        setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0, "cannot connect to port \(port)")
+        return socket
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aTestAwaitsHalfAnUploadAndARuleFiredTwice() async throws {
+        let server = try TestServer()
+        let events = server.server.events.subscribe()
+        var iterator = events.makeAsyncIterator()
+        let file = server.root.appendingPathComponent("four.bin")
+        try testBytes(count: 4 << 20).write(to: file)
+        let upload = Process()
+        upload.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        upload.arguments = ["-s", "-o", "/dev/null", "-F", "file=@\(file.path)", server.url("/upload?rate=2MiB")]
+        try upload.run()
+        var halfWay: ServerEvent.Transfer?
+        while halfWay == nil, let event = await iterator.next() {
+            if case .transfer(let transfer) = event.kind, transfer.direction == .upload, (transfer.fraction ?? 0) >= 0.5 { halfWay = transfer }
+        }
+        let transfer = try #require(halfWay)
+        #expect(upload.isRunning, "the upload should still be going at half way")
+        #expect(!transfer.ended && transfer.bytes < transfer.total!)
+        #expect(transfer.bytesPerSecond > 1_000_000 && transfer.bytesPerSecond < 4_000_000, "\(transfer.bytesPerSecond)")
+        upload.waitUntilExit()
+
+        let rule = try server.server.faults.arm(method: "GET", path: "/bytes/*", fault: "status=503", times: 2)
+        for _ in 0..<3 { _ = try curl([server.url("/bytes/10")]) }
+        var fired: [Int?] = []
+        while fired.count < 2, let event = await iterator.next() {
+            if case .rule(let change) = event.kind, change.change == .fired, change.rule?.id == rule.id { fired.append(change.rule?.remaining) }
+        }
+        #expect(fired == [1, 0])
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aTusUploadIsCreatedMovesItsOffsetAndCompletes() async throws {
+        let server = try TestServer()
+        let events = server.server.events.subscribe()
+        let created = try curl(["-X", "POST", "-H", "Tus-Resumable: 1.0.0", "-H", "Upload-Length: 11", server.url("/files")])
+        let location = try #require(created.header("Location"))
+        for (offset, text) in [(0, "hello"), (5, " world")] {
+            let patched = try curl(["-X", "PATCH", "-H", "Tus-Resumable: 1.0.0", "-H", "Upload-Offset: \(offset)",
+                                    "-H", "Content-Type: application/offset+octet-stream", "--data-binary", text, server.url(location)])
+            #expect(patched.status == 204)
+        }
+        var changes: [ServerEvent.ResumableChange] = []
+        for await event in events {
+            guard case .resumable(let change) = event.kind else { continue }
+            changes.append(change)
+            if change.change == .completed { break }
+        }
+        let id = String(location.split(separator: "/").last!)
+        #expect(changes.map(\.upload).allSatisfy { $0 == id })
+        #expect(changes.first?.change == .created && changes.first?.length == 11 && changes.first?.protocol == "tus")
+        #expect(changes.contains { $0.change == .offset && $0.offset == 5 }, "\(changes)")
+        #expect(changes.last?.change == .completed && changes.last?.offset == 11)
+    }
+
+    @Test func aSubscriberThatDoesNotReadIsDropped() async throws {
+        let server = try TestServer(configure: { $0.eventBacklog = 8 }, populate: { try Data("x".utf8).write(to: $0.appendingPathComponent("a.txt")) })
+        let events = server.server.events.subscribe()
+        #expect(server.server.events.listening == 1)
+        for _ in 0..<12 { _ = try curl([server.url("/a.txt")]) }
+        #expect(waitUntil { server.server.events.listening == 0 })
+        var count = 0
+        for await _ in events { count += 1 }
+        #expect(count == 8, "a subscriber that was dropped still gets what its buffer held, then its sequence ends")
+    }
+
+    @Test func thePageAndItsFilesAreServedWithTheStream() throws {
+        let server = try TestServer()
+        let page = try curl([server.url("/__counterpart/")])
+        #expect(page.status == 200)
+        #expect(page.header("Content-Type") == "text/html; charset=utf-8")
+        #expect(page.text.contains("<title>Counterpart — live</title>"))
+        for (name, type) in [("live.js", "text/javascript; charset=utf-8"), ("live.css", "text/css; charset=utf-8")] {
+            let asset = try curl([server.url("/__counterpart/\(name)")])
+            #expect(asset.status == 200 && asset.header("Content-Type") == type && asset.body.count > 1000, "\(name)")
+            #expect(page.text.contains("/__counterpart/\(name)"))
+        }
+        let head = try curl(["-I", server.url("/__counterpart/events")])
+        #expect(head.status == 200 && head.header("Content-Type") == "text/event-stream; charset=utf-8")
+        #expect(server.server.events.listening == 0, "HEAD opens no reader")
+        try expectMethodNotAllowed("POST", server.url("/__counterpart/events"), allow: "GET, HEAD")
+        try expectMethodNotAllowed("DELETE", server.url("/__counterpart/"), allow: "GET, HEAD")
+    }
+}
