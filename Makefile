@@ -34,18 +34,27 @@ test:
 	scripts/http-fuzz $(HTTP_FUZZ_SMOKE_SECONDS) --binary .build/debug/counterpart --no-build
 	$(MAKE) --no-print-directory fuzz-smoke
 
-# The S3 client's suites against a real engine: a throw-away one-node Ceph RGW (memstore,
-# scripts/ceph-s3, about 15 s to start) in a temporary folder, stopped by PID however the tests
-# end. `make test` runs the same suites' engine-free tests and skips the rest.
+# The object store, on a real engine: a throw-away one-node Ceph RGW (memstore, about 15 s to
+# start) in a temporary folder. `make test` runs the engine-free tests of these suites and
+# skips the rest, with the reason.
 S3_SUITES := S3ClientTests|S3ConfigurationTests|S3EncodingTests
+# The suites that store something, run a second time with their uploads in the object store
+# (TestServer under COUNTERPART_TEST_STORE=s3): the same tests, against both backends.
+STORAGE_SUITES := UploadTests|UploadErrorTests|UploadReviewTests|WrongBoundaryTests|TusTests|ResumableUploadTests|TakeoverTests|DroppedAppendTests|DraftRuleTests|BadInputCorpusFilenameTests|BadInputCorpusLookalikeTests|BadInputCorpusPartHeaderTests|BadInputCorpusPartLimitTests|BadInputCorpusContentTypeTests|RangeRequestTests|DownloadDispositionTests|ListingTests|NoLeakMatrixTests|JournalTests|CookbookTests
 
+# Ceph RGW started here (scripts/ceph-s3), then: the S3 client's suites; every storage suite
+# against the object store; three nodes behind nginx (scripts/cluster, TLS and HTTP/2) and
+# the cross-node checks. The engine and the nodes are stopped by PID however the tests end.
 test-s3:
-	@scripts/setup ceph-mon ceph-osd radosgw
+	@scripts/setup ceph-mon ceph-osd radosgw nginx aria2
 	$(SWIFT) build --build-tests
-	engine=$$(mktemp -d -t counterpart-s3.XXXXXX); \
-	trap 'scripts/ceph-s3 down "$$engine"' EXIT; \
+	engine=$$(mktemp -d -t counterpart-s3.XXXXXX); cluster=$$(mktemp -d -t counterpart-cluster.XXXXXX); \
+	trap 'scripts/cluster down "$$cluster"; scripts/ceph-s3 down "$$engine"' EXIT; \
 	scripts/ceph-s3 up "$$engine" && \
-	COUNTERPART_S3_ENV="$$engine/s3.env" $(SWIFT) test --skip-build --filter '\.($(S3_SUITES))/'
+	COUNTERPART_S3_ENV="$$engine/s3.env" $(SWIFT) test --skip-build --filter '\.($(S3_SUITES))/' && \
+	COUNTERPART_S3_ENV="$$engine/s3.env" COUNTERPART_TEST_STORE=s3 $(SWIFT) test --skip-build --parallel --filter '\.($(STORAGE_SUITES))/' && \
+	scripts/cluster up "$$cluster" 3 --s3-env "$$engine/s3.env" && \
+	COUNTERPART_CLUSTER_ENV="$$cluster/cluster.env" $(SWIFT) test --skip-build --filter '\.ClusterTests/'
 
 # The benchmarks: the parsers beside MHD_PostProcessor in memory, then the release `counterpart`
 # beside nginx (1 and 2 workers) and a C libmicrohttpd server built here from bench/peers/,
