@@ -504,7 +504,10 @@ func writtenName(_ text: String) -> String {
 
 /// Whether `content` can be a part's content as is: it holds no delimiter line (one
 /// that would be read as a delimiter, or rejected as a malformed one).
-func isSafeContent(_ content: [UInt8], boundary: MultipartBoundary) -> Bool {
+func isSafeContent(_ rawContent: [UInt8], boundary: MultipartBoundary) -> Bool {
+    // The header section's last CRLF comes before the content: content that starts with
+    // `--boundary` ends the part there (RFC 2046 §5.1.1, a part with no body).
+    let content = Array("\r\n".utf8) + rawContent
     let delimiter = Array("\r\n--\(boundary.value)".utf8)
     guard content.count >= delimiter.count else { return true }
     for start in 0...(content.count - delimiter.count) where content[start..<(start + delimiter.count)].elementsEqual(delimiter) {

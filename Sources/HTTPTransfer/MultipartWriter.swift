@@ -2,6 +2,10 @@
 /// streamed: `beginPart` gives the bytes before a part's content, the caller sends the
 /// content itself, `finish` gives the close delimiter. Used for `multipart/form-data`
 /// requests and for `multipart/byteranges` responses (RFC 9110 §14.6).
+///
+/// A part's content must not hold the delimiter `CRLF--boundary`, nor begin with
+/// `--boundary` (the header section's CRLF comes before it: RFC 2046 §5.1.1 reads that as a
+/// part with no body); a random boundary (`MultipartBoundary.random`) makes that unlikely.
 public struct MultipartWriter: Sendable {
     public let boundary: MultipartBoundary
     public private(set) var partCount = 0
