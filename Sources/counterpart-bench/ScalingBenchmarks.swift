@@ -257,22 +257,7 @@ extension ServerBench {
 
     /// A connection to 127.0.0.1:`port` on which one GET has been answered in full.
     static func openKeptAlive(port: UInt16) throws -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw BenchFailure("socket: \(String(cString: strerror(errno)))") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(descriptor)
-            throw BenchFailure("connect: \(reason)")
-        }
+        let descriptor = try connectLoopback(port: port, from: nil, receiveTimeout: 5)
         let request = Array("GET /\(ServerFixture.smallName) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
         guard write(descriptor, request, request.count) == request.count else {
             close(descriptor)

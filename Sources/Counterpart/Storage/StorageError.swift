@@ -30,6 +30,22 @@ struct StorageError: Error, CustomStringConvertible, Equatable {
 
     var isOutOfSpace: Bool { kind == .outOfSpace }
 
+    /// Reads the file at `path` from the start in pieces of `pieceBytes`, handing each to
+    /// `body`; a failure to open or read it is `operation`'s.
+    static func readFile(_ path: String, inPiecesOf pieceBytes: Int, _ operation: String,
+                         _ body: (UnsafeRawBufferPointer) throws(StorageError) -> Void) throws(StorageError) {
+        let file = OpenFile(open(path, O_RDONLY | O_CLOEXEC))
+        guard file.borrowed >= 0 else { throw StorageError(operation: operation, code: errno) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: pieceBytes, alignment: 8)
+        defer { buffer.deallocate() }
+        while true {
+            let count = POSIX.retryingInterrupts { read(file.borrowed, buffer.baseAddress, buffer.count) }
+            guard count >= 0 else { throw StorageError(operation: operation, code: errno) }
+            if count == 0 { return }
+            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+        }
+    }
+
     /// The HTTP status a request that met this failure is answered with.
     var status: Int {
         switch kind {

@@ -118,13 +118,9 @@ struct ClusterTests {
         let (a, b) = (cluster.nodes[0], cluster.nodes[1 % cluster.nodes.count])
         let created = try tus(["-X", "POST", "-H", "Upload-Length: \(data.count)", a + "/files"])
         let location = try #require(created.header("Location"))
-        let body = try temporaryFile("race.bin", data)
         // The first append goes on for about 3 s (200 kB/s), bytes flowing all along: it is
         // not silent, so the second, on another node, may not take it over.
-        let slow = Thread.detachedResult {
-            try? tus(["-X", "PATCH", "-H", "Upload-Offset: 0", "-H", "Content-Type: application/offset+octet-stream",
-                      "--limit-rate", "200k", "--data-binary", "@\(body)", a + location])
-        }
+        let slow = try slowAppend(data, named: "race.bin", at: "200k", to: a + location)
         Thread.sleep(forTimeInterval: 1)
         let second = try tusPatch(b + location, offset: 0, data)
         #expect(second.status == 423, "\(second.status) \(second.text)")
@@ -141,11 +137,7 @@ struct ClusterTests {
         let created = try tus(["-X", "POST", "-H", "Upload-Length: \(data.count)",
                                "-H", "Upload-Metadata: filename \(Data(name.utf8).base64EncodedString())", a + "/files"])
         let location = try #require(created.header("Location"))
-        let body = try temporaryFile("kill.bin", data)
-        let append = Thread.detachedResult {
-            try? tus(["-X", "PATCH", "-H", "Upload-Offset: 0", "-H", "Content-Type: application/offset+octet-stream",
-                      "--limit-rate", "4M", "--data-binary", "@\(body)", a + location])
-        }
+        let append = try slowAppend(data, named: "kill.bin", at: "4M", to: a + location)
         // Past the first save (every 16 MiB), well before the end.
         Thread.sleep(forTimeInterval: 5.5)
         let node = try #require(cluster.pid(ofNode: 0))
@@ -233,6 +225,16 @@ struct ClusterTests {
         let upload = try cluster.front(["-F", "f=@\(path)", cluster.url + "/upload"])
         let url = try #require((try upload.json()["files"] as? [[String: Any]])?.first?["url"] as? String, "\(upload.text)")
         return url
+    }
+
+    /// A tus append of all of `data` from offset 0 at curl's `--limit-rate`, on a thread of
+    /// its own; its answer (nil when curl could not run).
+    private func slowAppend(_ data: Data, named name: String, at rate: String, to url: String) throws -> DetachedResult<CurlResult?> {
+        let body = try temporaryFile(name, data)
+        return Thread.detachedResult {
+            try? tus(["-X", "PATCH", "-H", "Upload-Offset: 0", "-H", "Content-Type: application/offset+octet-stream",
+                      "--limit-rate", rate, "--data-binary", "@\(body)", url])
+        }
     }
 
     private func tusPatch(_ url: String, offset: Int, _ bytes: Data) throws -> CurlResult {

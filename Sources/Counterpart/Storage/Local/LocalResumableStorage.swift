@@ -84,16 +84,7 @@ final class LocalResumableStorage: ResumableStorage {
     }
 
     func readData(of id: String, _ body: (UnsafeRawBufferPointer) throws(StorageError) -> Void) throws(StorageError) {
-        let file = OpenFile(open(dataPath(id), O_RDONLY | O_CLOEXEC))
-        guard file.borrowed >= 0 else { throw StorageError(operation: "read the upload back", code: errno) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.readPieceBytes, alignment: 8)
-        defer { buffer.deallocate() }
-        while true {
-            let count = POSIX.retryingInterrupts { read(file.borrowed, buffer.baseAddress, buffer.count) }
-            guard count >= 0 else { throw StorageError(operation: "read the upload back", code: errno) }
-            if count == 0 { return }
-            try body(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-        }
+        try StorageError.readFile(dataPath(id), inPiecesOf: Self.readPieceBytes, "read the upload back", body)
     }
 
     /// The pieces data is read back in (as libmicrohttpd would hand a body over).

@@ -60,17 +60,10 @@ final class S3UploadStore: UploadStorage {
     }
 
     func importFile(at path: String, as name: String) throws(StorageError) -> String {
-        let file = OpenFile(open(path, O_RDONLY | O_CLOEXEC))
-        guard file.borrowed >= 0 else { throw StorageError(operation: "read \(path)", code: errno) }
         let sink = try makeSink(named: name)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: UploadWriter.chunkSize, alignment: 8)
-        defer { buffer.deallocate() }
         do throws(StorageError) {
-            while true {
-                let count = POSIX.retryingInterrupts { read(file.borrowed, buffer.baseAddress, buffer.count) }
-                guard count >= 0 else { throw StorageError(operation: "read \(path)", code: errno) }
-                if count == 0 { break }
-                try sink.write(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            try StorageError.readFile(path, inPiecesOf: UploadWriter.chunkSize, "read \(path)") { piece throws(StorageError) in
+                try sink.write(piece)
             }
             return try sink.commit()
         } catch {
