@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 
 /// Uploads kept as objects of an S3 bucket (under a prefix), so that several servers share
@@ -121,18 +122,38 @@ final class S3UploadStore: UploadStorage {
 }
 
 /// One uploaded file on its way into the object store. Bytes gather in a part buffer; a
-/// full part is sent as a part of a multipart upload under the claimed name, from the
-/// upload writer's own thread for a large file (the connection's thread reads on). A file
-/// that ends within its first part is one conditional `PUT`.
+/// full part is sent as a part of a multipart upload under the claimed name, on a thread of
+/// its own, while the next part fills: receiving and sending overlap, as they do between
+/// curl and the store when a file is put straight into it. A file that ends within its first
+/// part is one conditional `PUT`.
+///
+/// Memory: the budget is taken as the part filling grows (doubling, up to `partSize`), so a
+/// small file holds little. Each part on its way holds a buffer of its own; those come from
+/// the shared budget only while it is more than half free, so that busy uploads never crowd
+/// out new ones: short of one, an upload waits for its oldest part and reuses its buffer.
 final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
+    /// Parts on their way at once, at most (the budget permitting). Two overlap receiving and
+    /// sending; more sent faster on this project's two-core machine, but held more memory
+    /// than a node may during a 1 GiB upload (see the README's figures).
+    static let partsInFlight = 2
+    /// S3's most parts in one multipart upload: a file is at most this many parts.
+    static let mostParts = 10_000
+
     private let store: S3UploadStore
     private let name: String
     private var client: S3Client { store.client }
-    private var buffer: [UInt8] = []
-    /// Bytes of the budget this upload holds (its buffer's capacity).
+    /// The part filling; nil before the first byte and once ended.
+    private var buffer: PartBuffer?
+    /// Bytes of the budget the filling buffer holds, and all of them together.
+    private var bufferReserved = 0
     private var reserved = 0
+    /// Buffers of parts sent, for the next parts.
+    private var spares: [PartBuffer] = []
     private var claimed: String?
-    private var multipart: (uploadID: String, parts: [(number: Int, etag: String)])?
+    private var uploadID: String?
+    /// Parts sent, in order, and parts on their way, oldest first.
+    private var parts: [(number: Int, etag: String)] = []
+    private var inFlight: [PartInFlight] = []
     private var ended = false
 
     init(store: S3UploadStore, name: String) {
@@ -140,44 +161,106 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
         self.name = name
     }
 
-    deinit { store.buffers.give(reserved) }
+    deinit {
+        for part in inFlight { _ = part.wait() }
+        store.buffers.give(reserved)
+    }
 
     func startWholeChunks() {}
 
     func store(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
         var from = 0
         while from < bytes.count {
-            let count = min(bytes.count - from, S3UploadStore.partSize - buffer.count)
-            try reserve(buffer.count + count)
-            buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[from..<(from + count)]))
+            let filling = try fillingBuffer()
+            let count = min(bytes.count - from, S3UploadStore.partSize - filling.count)
+            try reserve(filling.count + count)
+            filling.append(UnsafeRawBufferPointer(rebasing: bytes[from..<(from + count)]))
             from += count
-            if buffer.count == S3UploadStore.partSize { try sendPart() }
+            if filling.count == S3UploadStore.partSize { try sendPart() }
         }
     }
 
-    /// Takes from the shared budget what a buffer of `size` bytes needs (it grows by
-    /// doubling, to at most a part).
+    private func fillingBuffer() throws(StorageError) -> PartBuffer {
+        if let buffer { return buffer }
+        guard let made = PartBuffer(capacity: S3UploadStore.partSize) else {
+            throw StorageError(.unavailable, "the server could not map memory for a part of \(name): try again")
+        }
+        buffer = made
+        return made
+    }
+
+    /// Takes from the shared budget what the filling buffer needs to hold `size` bytes (in
+    /// doubling steps, to at most a part).
     private func reserve(_ size: Int) throws(StorageError) {
-        guard size > reserved else { return }
-        let wanted = min(S3UploadStore.partSize, max(size, reserved * 2, 64 * 1024))
-        guard store.buffers.take(wanted - reserved) else {
+        guard size > bufferReserved else { return }
+        let wanted = min(S3UploadStore.partSize, max(size, bufferReserved * 2, 64 * 1024))
+        guard store.buffers.take(wanted - bufferReserved) else {
             throw StorageError(.unavailable, "the server holds as many uploads on their way to the object store as it may (\(store.buffers.total >> 20) MiB): try again")
         }
-        reserved = wanted
-        buffer.reserveCapacity(wanted)
+        reserved += wanted - bufferReserved
+        bufferReserved = wanted
     }
 
+    /// Sends the full buffer as the next part, on its way while the next one fills.
     private func sendPart() throws(StorageError) {
+        guard let full = buffer else { return }
         let key = try claim()
-        do {
-            if multipart == nil { multipart = (try client.createMultipartUpload(key, contentType: ContentTypes.forName(key)), []) }
-            let number = multipart!.parts.count + 1
-            let etag = try buffer.withUnsafeBytes { try client.uploadPart(key, uploadID: multipart!.uploadID, number: number, bytes: $0) }
-            multipart!.parts.append((number, etag))
-        } catch {
-            throw S3UploadStore.storageError(error, doing: "store a part of \(key)")
+        let uploadID = try startMultipartUpload(key)
+        if inFlight.count == Self.partsInFlight { try collectOldestPart() }
+        let number = try nextPartNumber(of: key)
+        inFlight.append(PartInFlight(number: number, buffer: full) { [client] bytes in
+            try client.uploadPart(key, uploadID: uploadID, number: number, bytes: bytes)
+        })
+        buffer = try emptyBuffer()
+    }
+
+    private func nextPartNumber(of key: String) throws(StorageError) -> Int {
+        let number = parts.count + inFlight.count + 1
+        guard number <= Self.mostParts else {
+            throw StorageError(.outOfSpace, "a file in the object store is at most \(Self.mostParts) parts of \(S3UploadStore.partSize >> 20) MiB (\(Self.mostParts * (S3UploadStore.partSize >> 20) >> 10) GiB): \(key) is larger")
         }
-        buffer.removeAll(keepingCapacity: true)
+        return number
+    }
+
+    private func startMultipartUpload(_ key: String) throws(StorageError) -> String {
+        if let uploadID { return uploadID }
+        do {
+            let started = try client.createMultipartUpload(key, contentType: ContentTypes.forName(key))
+            uploadID = started
+            return started
+        } catch {
+            throw S3UploadStore.storageError(error, doing: "start the upload of \(key)")
+        }
+    }
+
+    /// A buffer for the next part: one a sent part left, a new one while the budget is more
+    /// than half free, or else the oldest part's once it is sent.
+    private func emptyBuffer() throws(StorageError) -> PartBuffer {
+        if spares.isEmpty {
+            if store.buffers.take(S3UploadStore.partSize, leaving: store.buffers.total / 2),
+               let fresh = PartBuffer(capacity: S3UploadStore.partSize) {
+                reserved += S3UploadStore.partSize
+                spares.append(fresh)
+            } else {
+                try collectOldestPart()
+            }
+        }
+        bufferReserved = S3UploadStore.partSize
+        let next = spares.removeLast()
+        next.empty()
+        return next
+    }
+
+    /// Waits for the oldest part on its way; keeps its ETag and its buffer.
+    private func collectOldestPart() throws(StorageError) {
+        let part = inFlight.removeFirst()
+        let outcome = part.wait()
+        spares.append(part.buffer)
+        do {
+            parts.append((part.number, try outcome.get()))
+        } catch {
+            throw S3UploadStore.storageError(error, doing: "store part \(part.number) of \(claimed ?? name)")
+        }
     }
 
     private func claim() throws(StorageError) -> String {
@@ -189,39 +272,112 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
 
     func commit() throws(StorageError) -> String {
         let key = try claim()
-        do {
-            if let multipart {
-                var parts = multipart.parts
-                if !buffer.isEmpty || parts.isEmpty {
-                    let etag = try buffer.withUnsafeBytes { try client.uploadPart(key, uploadID: multipart.uploadID, number: parts.count + 1, bytes: $0) }
-                    parts.append((parts.count + 1, etag))
+        let last = buffer?.bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
+        if let uploadID {
+            while !inFlight.isEmpty { try collectOldestPart() }
+            if !last.isEmpty {
+                let number = try nextPartNumber(of: key)
+                do {
+                    parts.append((number, try client.uploadPart(key, uploadID: uploadID, number: number, bytes: last)))
+                } catch {
+                    throw S3UploadStore.storageError(error, doing: "store part \(number) of \(key)")
                 }
-                _ = try client.completeMultipartUpload(key, uploadID: multipart.uploadID, parts: parts)
-            } else {
-                // The claim makes the name this upload's; the condition still keeps an object
-                // another tool put there meanwhile.
-                try buffer.withUnsafeBytes { _ = try client.putObject(key, bytes: $0, contentType: ContentTypes.forName(key), condition: .ifNoneMatch) }
             }
-        } catch {
-            throw S3UploadStore.storageError(error, doing: "store \(key)")
+            do {
+                _ = try client.completeMultipartUpload(key, uploadID: uploadID, parts: parts)
+            } catch {
+                throw S3UploadStore.storageError(error, doing: "complete \(key)")
+            }
+        } else {
+            // The claim makes the name this upload's; the condition still keeps an object
+            // another tool put there meanwhile.
+            do {
+                _ = try client.putObject(key, bytes: last, contentType: ContentTypes.forName(key), condition: .ifNoneMatch)
+            } catch {
+                throw S3UploadStore.storageError(error, doing: "store \(key)")
+            }
         }
         ended = true
-        releaseBuffer()
+        releaseBuffers()
         return key
     }
 
     func discard() {
         guard !ended else { return }
         ended = true
-        if let claimed, let multipart { try? client.abortMultipartUpload(claimed, uploadID: multipart.uploadID) }
+        // Parts still on their way end first: an abort before them would leave them stored.
+        for part in inFlight { _ = part.wait() }
+        inFlight = []
+        if let claimed, let uploadID { try? client.abortMultipartUpload(claimed, uploadID: uploadID) }
         if let claimed { store.releaseName(claimed) }
-        releaseBuffer()
+        releaseBuffers()
     }
 
-    private func releaseBuffer() {
-        buffer = []
+    private func releaseBuffers() {
+        buffer = nil
+        spares = []
         store.buffers.give(reserved)
         reserved = 0
+        bufferReserved = 0
+    }
+}
+
+/// A part's bytes, in memory mapped for it alone, so that it goes back to the system whole
+/// when released: malloc keeps buffers this large in the process's heap once the first is
+/// freed, and a node's memory crept up from upload to upload.
+final class PartBuffer: @unchecked Sendable {
+    let capacity: Int
+    private let base: UnsafeMutableRawPointer
+    private(set) var count = 0
+
+    init?(capacity: Int) {
+        guard let mapped = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+              mapped != MAP_FAILED else { return nil }
+        self.capacity = capacity
+        base = mapped
+    }
+
+    deinit { munmap(base, capacity) }
+
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    func append(_ more: UnsafeRawBufferPointer) {
+        precondition(count + more.count <= capacity, "a part buffer overfilled")
+        guard let from = more.baseAddress else { return }
+        (base + count).copyMemory(from: from, byteCount: more.count)
+        count += more.count
+    }
+
+    func empty() { count = 0 }
+}
+
+/// One part of a multipart upload being sent on a thread of its own; its buffer is not
+/// touched until `wait()` returns.
+private final class PartInFlight: @unchecked Sendable {
+    let number: Int
+    let buffer: PartBuffer
+    private var outcome: Result<String, any Error> = .failure(CancellationError())
+    private let sent = DispatchSemaphore(value: 0)
+    private var waited = false
+
+    init(number: Int, buffer: PartBuffer, send: @escaping @Sendable (UnsafeRawBufferPointer) throws -> String) {
+        self.number = number
+        self.buffer = buffer
+        let thread = Thread { [self] in
+            outcome = Result { try send(buffer.bytes) }
+            sent.signal()
+        }
+        thread.name = "counterpart-s3-part"
+        thread.start()
+    }
+
+    /// Waits until the part is sent or failed (at once when waited for before): its ETag.
+    func wait() -> Result<String, any Error> {
+        if !waited {
+            sent.wait()
+            waited = true
+        }
+        return outcome
     }
 }
 
@@ -235,9 +391,10 @@ final class ByteBudget: Sendable {
         left = Mutex(bytes)
     }
 
-    func take(_ bytes: Int) -> Bool {
+    /// Takes `bytes` if at least `leaving` would be left; false (and takes nothing) if not.
+    func take(_ bytes: Int, leaving: Int = 0) -> Bool {
         left.withLock { left in
-            guard left >= bytes else { return false }
+            guard left - bytes >= leaving else { return false }
             left -= bytes
             return true
         }
