@@ -38,6 +38,15 @@ enum ServerBenchmarks {
             bench.runManyClients(context: context)
         })
         sections.append(BenchmarkSection(
+            name: "object-store",
+            summary: "Counterpart nodes on Ceph RGW (started here) beside the engine's own PUT and GET: a 1 GiB upload into one node "
+                + "straight and behind nginx (TLS, HTTP/2), two at once into two nodes, \(format(ServerBench.objectStoreSmallFiles)) small files, "
+                + "a download and 1 MiB Range GETs (p99); node RSS and CPU (key: object-store)",
+            runsByDefault: false
+        ) { context in
+            bench.runObjectStore(context: context)
+        })
+        sections.append(BenchmarkSection(
             name: "threads",
             summary: "the benchmarks above (keys: \(ServerMeasure.allCases.map(\.key).joined(separator: ", "))) for "
                 + "--threads \(ServerBench.threadModes.map(String.init).joined(separator: ", ")) beside nginx",
