@@ -43,7 +43,8 @@ S3_SUITES := S3ClientTests|S3ConfigurationTests|S3EncodingTests
 STORAGE_SUITES := UploadTests|UploadErrorTests|UploadReviewTests|WrongBoundaryTests|TusTests|ResumableUploadTests|TakeoverTests|DroppedAppendTests|DraftRuleTests|BadInputCorpusFilenameTests|BadInputCorpusLookalikeTests|BadInputCorpusPartHeaderTests|BadInputCorpusPartLimitTests|BadInputCorpusContentTypeTests|RangeRequestTests|DownloadDispositionTests|ListingTests|NoLeakMatrixTests|JournalTests|CookbookTests
 
 # Ceph RGW started here (scripts/ceph-s3), then: the S3 client's suites; every storage suite
-# against the object store; three nodes behind nginx (scripts/cluster, TLS and HTTP/2) and
+# against the object store; the store frozen (radosgw stopped, alone: the others would
+# stall with it); three nodes behind nginx (scripts/cluster, TLS and HTTP/2) and
 # the cross-node checks. The engine and the nodes are stopped by PID however the tests end.
 test-s3:
 	@scripts/setup ceph-mon ceph-osd radosgw nginx aria2
@@ -53,6 +54,7 @@ test-s3:
 	scripts/ceph-s3 up "$$engine" && \
 	COUNTERPART_S3_ENV="$$engine/s3.env" $(SWIFT) test --skip-build --filter '\.($(S3_SUITES))/' && \
 	COUNTERPART_S3_ENV="$$engine/s3.env" COUNTERPART_TEST_STORE=s3 $(SWIFT) test --skip-build --parallel --filter '\.($(STORAGE_SUITES))/' && \
+	COUNTERPART_S3_ENV="$$engine/s3.env" COUNTERPART_S3_FREEZE=1 $(SWIFT) test --skip-build --filter '\.StoreStallTests/' && \
 	scripts/cluster up "$$cluster" 3 --s3-env "$$engine/s3.env" && \
 	COUNTERPART_CLUSTER_ENV="$$cluster/cluster.env" $(SWIFT) test --skip-build --filter '\.ClusterTests/'
 

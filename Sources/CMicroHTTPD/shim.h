@@ -50,6 +50,14 @@ static inline void *cp_connection_context(struct MHD_Connection *connection) {
     return info == NULL ? NULL : info->socket_context;
 }
 
+/// Restarts the connection's idle timer, `seconds` being its timeout: libmicrohttpd 0.9.75
+/// resets the timer when a timeout is set on a connection whose timeout is 0, so it is set
+/// to 0 first. Only from a callback of the connection's own.
+static inline void cp_restart_connection_timeout(struct MHD_Connection *connection, unsigned int seconds) {
+    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
 /// Every header and query argument of the request, in one pass (the kinds are a bit mask,
 /// which Swift's import of the enum cannot combine); the iterator is told each value's kind.
 static inline int cp_headers_and_arguments(struct MHD_Connection *connection, MHD_KeyValueIterator iterator, void *cls) {

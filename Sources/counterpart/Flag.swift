@@ -8,10 +8,11 @@ struct Options {
     var tlsCertificateFile: String?
     var tlsKeyFile: String?
     var tlsSelfSigned = false
-    /// `--store` and `--s3-endpoint`, read into `configuration.objectStore` with the
-    /// environment's credentials once every flag is known.
+    /// `--store`, `--s3-endpoint` and `--s3-timeout`, read into `configuration.objectStore`
+    /// with the environment's credentials once every flag is known.
     var store: String?
     var s3Endpoint: String?
+    var s3Timeout: Int?
     var authFile: String?
     var tokenFile: String?
 }

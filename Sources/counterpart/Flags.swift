@@ -32,6 +32,13 @@ extension Flag {
         Flag("--s3-endpoint", value: "URL", "the S3 service --store talks to, e.g. http://127.0.0.1:7480") { value, _, options in
             options.s3Endpoint = value
         },
+        Flag("--s3-timeout", value: "SECONDS", """
+            a request to the store that moves no byte for this long fails, and its
+            client gets 503 (default \(S3Configuration.defaultStallSeconds); for a store that stops answering)
+            """) { value, source, options throws(UsageError) in
+            let range = S3Configuration.stallSecondsRange
+            options.s3Timeout = try number(value, source, in: range, "a number of seconds from \(range.lowerBound) to \(range.upperBound)")
+        },
         Flag("--max-upload-bytes", value: "N", "larger request bodies get 413 (default 10GiB; suffixes K M G T, KiB MiB GiB TiB)") { value, source, options throws(UsageError) in
             options.configuration.maxUploadBytes = try size(value, source)
         },

@@ -57,16 +57,19 @@ default:
     fail(options.tlsCertificateFile == nil ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
 }
 
-switch (options.store, options.s3Endpoint) {
-case (let store?, let endpoint):
+switch (options.store, options.s3Endpoint, options.s3Timeout) {
+case (let store?, let endpoint, let timeout):
     do {
         configuration.objectStore = try S3Configuration(storeURL: store, endpoint: endpoint, environment: ProcessInfo.processInfo.environment)
     } catch {
         fail("--store: \(error)")
     }
-case (nil, _?):
+    if let timeout { configuration.objectStore?.stallSeconds = timeout }
+case (nil, _?, _):
     fail("--s3-endpoint needs --store s3://BUCKET/PREFIX")
-case (nil, nil):
+case (nil, nil, _?):
+    fail("--s3-timeout needs --store s3://BUCKET/PREFIX")
+case (nil, nil, nil):
     break
 }
 

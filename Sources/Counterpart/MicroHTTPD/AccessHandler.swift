@@ -24,10 +24,13 @@ final class RequestState {
     var requestBodyBytes: UInt64 = 0
     /// Bytes a streamed response has produced; nil for other bodies.
     var streamed: StreamCounter?
+    /// When the last callback of the request returned (first: when the head arrived).
+    var lastCallback: Double
 
     init(head: RequestHead) {
         self.head = head
         started = MonotonicClock.seconds()
+        lastCallback = started
     }
 }
 
@@ -53,6 +56,7 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
             resetConnection(connection)
             return MHD_Result.NO
         case .respond(let response) where state.head.announcesBody:
+            dispatcher.calledBack(connection, &state.lastCallback)
             let declared = state.head.contentLength
             let canDrain = declared.map { $0 <= dispatcher.maxDrainBytes } ?? true
             if response.delay == nil, state.head.expectsContinue || !canDrain || response.closesConnection {
@@ -67,10 +71,12 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
             if let watched = state.head.connection { dispatcher.watch.bodyStarted(watched) }
             return MHD_Result.YES
         case .respond(let response):
-            // Queued once MHD has the whole request, so the connection can be kept alive.
+            // Queued once MHD has the whole request, so the connection can be kept alive
+            // (the call for it, at once, restarts the idle timer if this one was slow).
             state.pending = response
             return MHD_Result.YES
         case .receiveBody(let receiver, let interim):
+            dispatcher.calledBack(connection, &state.lastCallback)
             state.receiver = receiver
             if state.head.announcesBody, let watched = state.head.connection { dispatcher.watch.bodyStarted(watched) }
             for response in interim where !sendInterim(response, on: connection) {
@@ -88,7 +94,9 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
         }
         let offered = uploadDataSize.pointee
         if let watched = state.head.connection { dispatcher.watch.bodyArrived(watched) }
-        switch receiver.receive(UnsafeRawBufferPointer(start: uploadData, count: offered)) {
+        let intake = receiver.receive(UnsafeRawBufferPointer(start: uploadData, count: offered))
+        dispatcher.calledBack(connection, &state.lastCallback)
+        switch intake {
         case .consumed:
             state.requestBodyBytes += UInt64(offered)
             uploadDataSize.pointee = 0
@@ -109,10 +117,13 @@ let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, v
     guard !state.answered else { return MHD_Result.YES }
     if let watched = state.head.connection { dispatcher.watch.bodyEnded(watched) }
     if let pending = state.pending {
+        dispatcher.calledBack(connection, &state.lastCallback)
         return queue(pending, on: connection, for: state, dispatcher)
     }
     guard let receiver = state.receiver else { return MHD_Result.YES }
-    return queue(receiver.finish(), on: connection, for: state, dispatcher)
+    let response = receiver.finish()
+    dispatcher.calledBack(connection, &state.lastCallback)
+    return queue(response, on: connection, for: state, dispatcher)
 }
 
 let requestCompleted: MHD_RequestCompletedCallback = { cls, connection, requestContext, termination in

@@ -50,7 +50,8 @@ final class MicroHTTPDDaemon: Sendable {
 
     init(options: Options, handler: any RequestHandler) throws(CounterpartServer.StartError) {
         let address = try SocketAddress(host: options.host, port: options.port)
-        dispatcher = Dispatcher(handler: handler, maxDrainBytes: options.maxDrainBytes, threadPerConnection: options.threads == 0,
+        dispatcher = Dispatcher(handler: handler, maxDrainBytes: options.maxDrainBytes, connectionTimeout: options.connectionTimeout,
+                                threadPerConnection: options.threads == 0,
                                 watch: ConnectionWatch(rules: ConnectionWatch.Rules(
                                     maxPerClient: options.maxConnectionsPerClient, headTimeout: options.headTimeout,
                                     headGrace: options.headGrace, minHeadRate: options.minHeadRate,
@@ -149,16 +150,36 @@ struct DaemonPointer: @unchecked Sendable {
 final class Dispatcher: Sendable {
     let handler: any RequestHandler
     let maxDrainBytes: UInt64
+    /// Seconds a connection may stay idle (libmicrohttpd's timeout, the same for all).
+    let connectionTimeout: UInt32
     let inFlight = Atomic<Int>(0)
     let quiescedSocket = Mutex<Int32?>(nil)
     let pauses: Pauses
     let watch: ConnectionWatch
 
-    init(handler: any RequestHandler, maxDrainBytes: UInt64, threadPerConnection: Bool, watch: ConnectionWatch) {
+    /// A callback that returns this long (seconds) after the previous one restarts the
+    /// connection's idle timer.
+    static let slowCallbackSeconds = 1.0
+
+    init(handler: any RequestHandler, maxDrainBytes: UInt64, connectionTimeout: UInt32, threadPerConnection: Bool, watch: ConnectionWatch) {
         self.handler = handler
         self.maxDrainBytes = maxDrainBytes
+        self.connectionTimeout = connectionTimeout
         pauses = Pauses(blocking: threadPerConnection)
         self.watch = watch
+    }
+
+    /// A callback of `connection`'s is returning; `last` is when its previous one did. While
+    /// a callback works (an object store that answers slowly), libmicrohttpd moves no byte on
+    /// the connection, and its idle timer runs on: when the callback returns, the connection
+    /// may look silent for longer than its timeout and be closed before its answer goes out.
+    /// So after a long gap the timer starts again. The gap also holds any wait for the
+    /// client's bytes, but a client's bytes have just restarted the timer anyway: restarting
+    /// it once more costs nothing, and needs no second clock reading.
+    func calledBack(_ connection: OpaquePointer, _ last: inout Double) {
+        let now = MonotonicClock.seconds()
+        if now - last >= Self.slowCallbackSeconds { cp_restart_connection_timeout(connection, connectionTimeout) }
+        last = now
     }
 }
 

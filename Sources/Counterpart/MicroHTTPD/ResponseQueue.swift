@@ -66,7 +66,8 @@ private func mhdResponse(for response: Response, on connection: OpaquePointer, _
     case .stream(let length, let stream):
         let counter = StreamCounter()
         state.streamed = counter
-        let box = Unmanaged.passRetained(StreamBox(stream, connection: connection, dispatcher: dispatcher, counter: counter)).toOpaque()
+        let box = Unmanaged.passRetained(StreamBox(stream, connection: connection, dispatcher: dispatcher, counter: counter,
+                                                   queuedAt: state.lastCallback)).toOpaque()
         created = MHD_create_response_from_callback(length, streamBlockSize, readStream, box, freeStream)
         if created == nil { Unmanaged<StreamBox>.fromOpaque(box).release() }
     }
@@ -127,12 +128,15 @@ final class StreamBox {
     let connection: OpaquePointer
     let dispatcher: Dispatcher
     let counter: StreamCounter
+    /// When the last read returned (first: when the response was queued).
+    var lastRead: Double
 
-    init(_ stream: any ResponseStream, connection: OpaquePointer, dispatcher: Dispatcher, counter: StreamCounter) {
+    init(_ stream: any ResponseStream, connection: OpaquePointer, dispatcher: Dispatcher, counter: StreamCounter, queuedAt: Double) {
         self.stream = stream
         self.connection = connection
         self.dispatcher = dispatcher
         self.counter = counter
+        lastRead = queuedAt
     }
 }
 
@@ -140,7 +144,10 @@ let readStream: MHD_ContentReaderCallback = { cls, position, buffer, max in
     guard let cls, let buffer else { return Int(MHD_CONTENT_READER_END_WITH_ERROR) }
     let box = Unmanaged<StreamBox>.fromOpaque(cls).takeUnretainedValue()
     if box.dispatcher.pauses.clientLeft(box.connection) { return Int(MHD_CONTENT_READER_END_WITH_ERROR) }
-    switch box.stream.read(at: position, into: UnsafeMutableRawBufferPointer(start: buffer, count: max)) {
+    let read = box.stream.read(at: position, into: UnsafeMutableRawBufferPointer(start: buffer, count: max))
+    // A read from a slow store is the server's wait, not the client's silence.
+    box.dispatcher.calledBack(box.connection, &box.lastRead)
+    switch read {
     case .bytes(let count) where count > 0:
         box.counter.count.add(UInt64(count), ordering: .relaxed)
         return count

@@ -55,15 +55,19 @@ final class ResumableAppend: RequestBodyReceiver {
     func receive(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
         // A request whose upload a newer one took over writes nothing more: its connection closes.
         var intake = BodyIntake.close
-        _ = claim.whileHeld { intake = write(chunk) }
+        do {
+            _ = try claim.whileHeld { intake = write(chunk) }
+        } catch {
+            // The store did not answer for the lease: nothing more is written, and the client
+            // gets the store's failure (503) once its body is in.
+            if failure == nil { failure = .storage(error) }
+            return drain(chunk)
+        }
         return intake
     }
 
     private func write(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
-        guard failure == nil, written + UInt64(chunk.count) <= limit else {
-            discarded += UInt64(chunk.count)
-            return discarded <= session.maxDrainBytes ? .consumed : .close
-        }
+        guard failure == nil, written + UInt64(chunk.count) <= limit else { return drain(chunk) }
         do throws(ResumableStore.Failure) {
             if written - checkedSpaceAt >= FreeSpace.checkInterval {
                 try store.ensureRoom(for: UInt64(chunk.count))
@@ -85,6 +89,13 @@ final class ResumableAppend: RequestBodyReceiver {
         return .consumed
     }
 
+    /// Reads `chunk` and drops it, so that the client gets the answer; a body that goes on
+    /// too long is cut.
+    private func drain(_ chunk: UnsafeRawBufferPointer) -> BodyIntake {
+        discarded += UInt64(chunk.count)
+        return discarded <= session.maxDrainBytes ? .consumed : .close
+    }
+
     /// Bytes between syncs of a long request.
     static let commitInterval: UInt64 = 16 << 20
 
@@ -93,7 +104,9 @@ final class ResumableAppend: RequestBodyReceiver {
         // tus upload, processing a complete IETF one) must not race another append or a cancel.
         defer { claim.release() }
         do throws(ResumableStore.Failure) {
-            guard claim.endTakeover() else { throw .takenOver }
+            let held: Bool
+            do { held = try claim.endTakeover() } catch { throw .storage(error) }
+            guard held else { throw .takenOver }
             let (response, parts) = try conclude(try end(keepingWhatCame: false))
             receivedParts = parts
             return response
@@ -107,7 +120,7 @@ final class ResumableAppend: RequestBodyReceiver {
     func abandon() {
         // The client left: what came stays, so that it can resume after it — unless a
         // checksum was to vouch for the chunk, which now cannot be checked.
-        if claim.endTakeover() { _ = try? end(keepingWhatCame: true) }
+        if (try? claim.endTakeover()) == true { _ = try? end(keepingWhatCame: true) }
         claim.release()
     }
 

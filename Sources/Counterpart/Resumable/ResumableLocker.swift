@@ -62,12 +62,21 @@ final class ResumableLocker: Sendable {
 
         /// Renews the lease in the store, saying whether a newer request may take the upload
         /// over from now on; false when another server took it (this request then writes
-        /// nothing more). Run under `takenOver`'s lock.
-        private func renewLease(allowingTakeover: Bool, now: ContinuousClock.Instant) -> Bool {
+        /// nothing more). Throws when the store did not answer: whether the lease is still
+        /// this request's is then unknown, so it is not renewed again and the request must
+        /// write nothing more either. Run under `takenOver`'s lock.
+        private func renewLease(allowingTakeover: Bool, now: ContinuousClock.Instant) throws(StorageError) -> Bool {
             guard let leases = locker.leases else { return true }
-            return lease.withLock { lease in
+            return try lease.withLock { lease throws(StorageError) -> Bool in
                 guard let version = lease.version else { return true }
-                guard let renewed = leases.renew(id, owner: owner, version: version, allowingTakeover: allowingTakeover) else {
+                let renewed: String?
+                do throws(StorageError) {
+                    renewed = try leases.renew(id, owner: owner, version: version, allowingTakeover: allowingTakeover)
+                } catch {
+                    lease.version = nil
+                    throw error
+                }
+                guard let renewed else {
                     lease.version = nil
                     return false
                 }
@@ -92,22 +101,23 @@ final class ResumableLocker: Sendable {
 
         /// Closes the window of `allowTakeover`: false when the upload was taken over (here,
         /// or by another server: the lease is renewed first, which fences this request's
-        /// last save against a newer holder's).
-        func endTakeover() -> Bool {
-            takenOver.withLock { takenOver in
+        /// last save against a newer holder's). Throws when the store did not answer the renewal.
+        func endTakeover() throws(StorageError) -> Bool {
+            try takenOver.withLock { takenOver throws(StorageError) -> Bool in
                 yield = nil
-                if !takenOver, !renewLease(allowingTakeover: false, now: .now) { takenOver = true }
+                if !takenOver, !(try renewLease(allowingTakeover: false, now: .now)) { takenOver = true }
                 return !takenOver
             }
         }
 
         /// Runs `write` unless the upload was taken over (false then), never while a takeover runs.
-        /// The lease is renewed every `leaseRenewal` while bytes come.
-        func whileHeld(_ write: () -> Void) -> Bool {
-            takenOver.withLock { takenOver in
+        /// The lease is renewed every `leaseRenewal` while bytes come; throws, without writing,
+        /// when the store did not answer the renewal.
+        func whileHeld(_ write: () -> Void) throws(StorageError) -> Bool {
+            try takenOver.withLock { takenOver throws(StorageError) -> Bool in
                 guard !takenOver else { return false }
                 let now = ContinuousClock.now
-                if leaseIsDue(now), !renewLease(allowingTakeover: true, now: now) {
+                if leaseIsDue(now), !(try renewLease(allowingTakeover: true, now: now)) {
                     takenOver = true
                     return false
                 }
@@ -136,13 +146,21 @@ final class ResumableLocker: Sendable {
     static let leaseRenewal = Duration.milliseconds(250)
 
     /// Takes the upload for writing; nil when another request is writing to it and, with
-    /// `takingOver`, will not let go (it is concluding, or not reading a body).
-    func claim(_ id: String, takingOver: Bool = false) -> Claim? {
+    /// `takingOver`, will not let go (it is concluding, or not reading a body). Throws when
+    /// the store did not answer for the lease.
+    func claim(_ id: String, takingOver: Bool = false) throws(StorageError) -> Claim? {
         guard let claim = claimHere(id, takingOver: takingOver) else { return nil }
         guard let leases else { return claim }
         // Then across servers: the lease in the store, fresh or taken over from a holder gone
         // silent (or dead).
-        guard let lease = leases.acquire(id, owner: claim.owner, takingOver: takingOver) else {
+        let lease: String?
+        do {
+            lease = try leases.acquire(id, owner: claim.owner, takingOver: takingOver)
+        } catch {
+            claim.release()
+            throw error
+        }
+        guard let lease else {
             claim.release()
             return nil
         }
@@ -192,9 +210,11 @@ final class ResumableLocker: Sendable {
 /// `leaseTimeout` (a server that died).
 protocol ResumableLeases: Sendable {
     /// Takes the lease of `id` for `owner`; its version, or nil when another holder keeps it.
-    func acquire(_ id: String, owner: String, takingOver: Bool) -> String?
-    /// Renews `owner`'s lease at `version`; the new version, or nil when it was taken.
-    func renew(_ id: String, owner: String, version: String, allowingTakeover: Bool) -> String?
+    /// Throws when the store does not answer (not the same as a lease held: 503, not 423/409).
+    func acquire(_ id: String, owner: String, takingOver: Bool) throws(StorageError) -> String?
+    /// Renews `owner`'s lease at `version`; the new version, or nil when it was taken. Throws
+    /// when the store does not answer.
+    func renew(_ id: String, owner: String, version: String, allowingTakeover: Bool) throws(StorageError) -> String?
     /// Gives the lease back, if it is still `owner`'s.
     func release(_ id: String, owner: String, version: String)
 }

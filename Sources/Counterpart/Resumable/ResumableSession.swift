@@ -52,11 +52,19 @@ struct ResumableSession {
     func append(to upload: ResumableStore.Upload, from head: RequestHead, recording length: UInt64? = nil, limit: UInt64,
                 checksum: (MessageDigest, [UInt8])? = nil, interim: [InformationalResponse] = [],
                 conclude: @escaping ResumableAppend.Conclusion) -> RequestAction {
-        guard let claim = store.claim(upload.id, takingOver: Self.takesOver(head)) else { return .respond(busy(upload)) }
+        let claimed: ResumableLocker.Claim?
+        do { claimed = try store.claim(upload.id, takingOver: Self.takesOver(head)) } catch { return .respond(failure(error, upload: upload)) }
+        guard let claim = claimed else { return .respond(busy(upload)) }
         // A request that found the upload busy a moment ago must not append to bytes it did
         // not see, nor to an upload another request has completed or removed. (Only the
         // progress counts: a writer that let go saved its offset and moved the expiry.)
-        let found = store.current(upload.id)
+        let found: ResumableStore.Upload?
+        do {
+            found = try store.current(upload.id)
+        } catch {
+            claim.release()
+            return .respond(failure(error, upload: upload))
+        }
         guard let found, found.isUnchanged(since: upload) else {
             claim.release()
             return .respond(found.map { offsetMismatch(provided: upload.offset, $0) } ?? failure(.notFound))
@@ -74,7 +82,9 @@ struct ResumableSession {
 
     /// Removes the upload, unless another request is writing to it.
     func cancel(_ upload: ResumableStore.Upload) -> Response {
-        guard let claim = store.locker.claim(upload.id) else { return busy(upload) }
+        let claimed: ResumableLocker.Claim?
+        do { claimed = try store.locker.claim(upload.id) } catch { return failure(.storage(error)) }
+        guard let claim = claimed else { return busy(upload) }
         store.remove(upload.id)
         claim.release()
         return answer(204)

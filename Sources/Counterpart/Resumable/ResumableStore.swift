@@ -96,7 +96,7 @@ final class ResumableStore: Sendable {
         locker = ResumableLocker(leases: storage.leases)
         var loaded: [String: Upload] = [:]
         for (id, state) in storage.loadStates() {
-            if let upload = decoded(state, of: id) { loaded[id] = upload }
+            if let upload = try? decoded(state, of: id) { loaded[id] = upload }
         }
         uploads.withLock { $0 = loaded }
     }
@@ -104,19 +104,25 @@ final class ResumableStore: Sendable {
     /// A stored state, brought up to the bytes stored: after a crash (or another server's
     /// death between saving bytes and state) the data may hold more than the state says,
     /// and what is there is durable.
-    private func decoded(_ state: [UInt8], of id: String) -> Upload? {
+    private func decoded(_ state: [UInt8], of id: String) throws(StorageError) -> Upload? {
         guard var upload = try? JSONDecoder().decode(Upload.self, from: Data(state)) else { return nil }
-        if upload.storedName == nil, upload.answer == nil, let size = storage.durableLength(of: id) {
+        if upload.storedName == nil, upload.answer == nil, let size = try storage.durableLength(of: id) {
             upload.offset = upload.length.map { min($0, size) } ?? size
         }
         return upload
     }
 
     /// The upload as this server knows it: with a shared store, as the store holds it now
-    /// (another server may have moved it); nil when it is gone.
-    private func known(_ id: String) -> Upload? {
+    /// (another server may have moved it); nil when it is gone. A store that does not answer
+    /// is a storage failure (503), never a missing upload.
+    private func known(_ id: String) throws(Failure) -> Upload? {
         guard storage.isShared else { return uploads.withLock { $0[id] } }
-        let stored = storage.loadState(of: id).flatMap { decoded($0, of: id) }
+        let stored: Upload?
+        do throws(StorageError) {
+            stored = try storage.loadState(of: id).flatMap { state throws(StorageError) in try decoded(state, of: id) }
+        } catch {
+            throw .storage(error)
+        }
         uploads.withLock { $0[id] = stored }
         return stored
     }
@@ -156,7 +162,7 @@ final class ResumableStore: Sendable {
 
     /// The upload, if it exists and has not expired.
     func upload(_ id: String) throws(Failure) -> Upload {
-        guard Self.isIdentifier(id), let upload = known(id) else { throw .notFound }
+        guard Self.isIdentifier(id), let upload = try known(id) else { throw .notFound }
         guard upload.expiresAt > Int64(time(nil)) || upload.storedName != nil || upload.answer != nil else { throw .expired }
         return upload
     }
@@ -169,7 +175,7 @@ final class ResumableStore: Sendable {
     func update(_ id: String, releasing claim: ResumableLocker.Claim? = nil, _ change: (inout Upload) -> Void) throws(Failure) -> Upload {
         defer { claim?.release() }
         return try saving.withLock { _ throws(Failure) -> Upload in
-            guard var upload = known(id) else { throw .notFound }
+            guard var upload = try known(id) else { throw .notFound }
             change(&upload)
             try save(upload)
             let shown = uploads.withLock { all -> Bool in
@@ -202,23 +208,24 @@ final class ResumableStore: Sendable {
             all.values.filter { upload in upload.expiresAt <= now && !locker.isHeld(upload.id) }.map(\.id)
         }
         // With a shared store another server may have kept it alive meanwhile.
-        let stillExpired = expired.filter { id in known(id).map { $0.expiresAt <= now } ?? false }
+        let stillExpired = expired.filter { id in (try? known(id)).map { $0.expiresAt <= now } ?? false }
         for id in stillExpired { remove(id, because: .expired) }
         return stillExpired.count
     }
 
     /// Takes the upload for writing (`ResumableLocker.claim`), telling the live page when a
     /// silent writer was taken over.
-    func claim(_ id: String, takingOver: Bool = false) -> ResumableLocker.Claim? {
+    func claim(_ id: String, takingOver: Bool = false) throws(Failure) -> ResumableLocker.Claim? {
         let wasHeld = locker.isHeld(id)
-        let claim = locker.claim(id, takingOver: takingOver)
-        if claim != nil, wasHeld { events?.resumable(.takenOver, current(id)) }
+        let claim: ResumableLocker.Claim?
+        do { claim = try locker.claim(id, takingOver: takingOver) } catch { throw .storage(error) }
+        if claim != nil, wasHeld { events?.resumable(.takenOver, try? current(id)) }
         return claim
     }
 
     /// The upload as it stands, expired or not: what a claim checks it against.
-    func current(_ id: String) -> Upload? {
-        known(id)
+    func current(_ id: String) throws(Failure) -> Upload? {
+        try known(id)
     }
 
     // MARK: - Data

@@ -79,8 +79,16 @@ struct TusEndpoint: Sendable {
     private func createFinal(_ references: [String], metadata: [String: String?], owner: String?) throws(ResumableStore.Failure) -> Response {
         var parts: [ResumableStore.Upload] = []
         for reference in references {
-            guard let id = reference.split(separator: "/").last.map(String.init),
-                  let part = try? store.upload(id), part.concatenation == .partial else {
+            var part: ResumableStore.Upload?
+            if let id = reference.split(separator: "/").last.map(String.init) {
+                do {
+                    part = try store.upload(id)
+                } catch {
+                    // A store that does not answer is not a reference that is wrong.
+                    if case .storage = error { throw error }
+                }
+            }
+            guard let part, part.concatenation == .partial else {
                 return answer(400, error: "\(reference) is not a partial upload of this server")
             }
             guard part.isComplete else { return answer(400, error: "the partial upload \(reference) is not complete") }

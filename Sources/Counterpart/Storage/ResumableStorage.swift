@@ -16,14 +16,16 @@ protocol ResumableStorage: Sendable {
     /// more than it says (a crash between a sync and the state's save) is brought up to
     /// what is durable.
     func loadStates() -> [String: [UInt8]]
-    /// One upload's state as stored now; nil when there is none.
-    func loadState(of id: String) -> [UInt8]?
+    /// One upload's state as stored now; nil when there is none. A store that cannot say
+    /// throws (503), so that an upload is never reported missing for it.
+    func loadState(of id: String) throws(StorageError) -> [UInt8]?
     /// Replaces an upload's state, durably and atomically.
     func saveState(_ state: [UInt8], of id: String) throws(StorageError)
     /// An upload's data, created empty.
     func createData(of id: String) throws(StorageError)
-    /// Bytes of an upload's data that are durable (nil when it has none).
-    func durableLength(of id: String) -> UInt64?
+    /// Bytes of an upload's data that are durable (nil when it has none); throws when the
+    /// store cannot say.
+    func durableLength(of id: String) throws(StorageError) -> UInt64?
     /// Opens an upload's data to append at `offset` (what was durable): bytes past it, never
     /// acknowledged, are dropped.
     func appender(of id: String, at offset: UInt64) throws(StorageError) -> any ResumableAppender

@@ -97,6 +97,10 @@ struct CommandTests {
         (["--connection-memory", "8KiB"], "--connection-memory"), (["--connection-memory", "32MiB"], "--connection-memory"),
         (["--evict-at", "150"], "--evict-at"), (["--min-head-rate", "fast"], "--min-head-rate"),
         (["--head-grace", "-1"], "--head-grace"), (["--min-body-rate", "slow"], "--min-body-rate"),
+        (["--s3-timeout", "0"], "--s3-timeout"), (["--s3-timeout", "3601"], "--s3-timeout"), (["--s3-timeout", "soon"], "--s3-timeout"),
+        (["--s3-timeout", "1.5"], "--s3-timeout"),
+        // Without a store it has nothing to apply to (as --s3-endpoint).
+        (["--s3-timeout", "5"], "--s3-timeout needs --store"),
     ])
     func badFlagsExitWith2AndNameTheFlag(_ arguments: [String], _ named: String) throws {
         let result = try CommandRun(arguments).waitForExit()

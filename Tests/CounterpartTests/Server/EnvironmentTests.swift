@@ -56,7 +56,7 @@ struct EnvironmentTests {
         ("COUNTERPART_PORT", "http"), ("COUNTERPART_MAX_UPLOAD_BYTES", "lots"), ("COUNTERPART_THREADS", "-1"),
         ("COUNTERPART_QUIET", "maybe"), ("COUNTERPART_FAULT", "cut=x"), ("COUNTERPART_CORS", "example.com"),
         ("COUNTERPART_HOST", ""), ("COUNTERPART_LOG_FORMAT", "xml"), ("COUNTERPART_MIN_FREE_DISK", "much"),
-        ("COUNTERPART_MAX_PARTS", "0"), ("COUNTERPART_ALLOW_REMOTE_CONTROL", "2"),
+        ("COUNTERPART_MAX_PARTS", "0"), ("COUNTERPART_ALLOW_REMOTE_CONTROL", "2"), ("COUNTERPART_S3_TIMEOUT", "0"),
     ])
     func aBadVariableExitsWith2AndNamesIt(_ variable: String, _ value: String) throws {
         let result = try CommandRun([], environment: [variable: value]).waitForExit()

@@ -18,6 +18,7 @@ struct S3ConfigurationTests {
         #expect(configuration.bucket == bucket, "\(rule)")
         #expect(configuration.prefix == prefix, "\(rule)")
         #expect(configuration.region == "us-east-1")
+        #expect(configuration.stallSeconds == 20, "a store's request fails after 20 s without a byte unless --s3-timeout says")
         #expect(configuration.accessKeyID == "key")
         #expect(configuration.secretAccessKey == "secret")
     }

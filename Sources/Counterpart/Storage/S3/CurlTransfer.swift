@@ -63,19 +63,19 @@ final class CurlHandlePool: Sendable {
     /// How long a connection may take to open: an endpoint that is down fails at once
     /// (connection refused); one that drops packets fails after this.
     static let connectTimeoutMilliseconds = 5_000
-    /// A transfer that moves less than one byte a second for this long is abandoned.
-    static let stallSeconds = 60
-
     private let idle = Mutex<[CurlHandle]>([])
     private let connections = Atomic<Int>(0)
     private let signing: CurlSigning
+    /// A transfer that moves less than one byte a second for this long is abandoned.
+    private let stallSeconds: Int
 
     /// curl_global_init before the first handle, once per process.
     private static let initialised: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
-    init(signing: CurlSigning) throws(S3Error) {
+    init(signing: CurlSigning, stallSeconds: Int) throws(S3Error) {
         guard Self.initialised else { throw .transport("libcurl could not be initialised (curl_global_init)") }
         self.signing = signing
+        self.stallSeconds = stallSeconds
     }
 
     /// The connections opened so far by this pool's handles (a new one for each request
@@ -91,7 +91,7 @@ final class CurlHandlePool: Sendable {
                 if handles.count < Self.idleLimit { handles.append(handle) }
             }
         }
-        let (response, opened) = try handle.perform(request, signing: signing, sink: sink)
+        let (response, opened) = try handle.perform(request, signing: signing, stallSeconds: stallSeconds, sink: sink)
         connections.add(opened, ordering: .relaxed)
         return response
     }
@@ -114,7 +114,7 @@ final class CurlHandle: @unchecked Sendable {
     }
 
     /// The response and the number of connections opened for it (0 when one was reused).
-    func perform(_ request: CurlRequest, signing: CurlSigning,
+    func perform(_ request: CurlRequest, signing: CurlSigning, stallSeconds: Int,
                  sink: ((UnsafeRawBufferPointer) throws -> Void)?) throws -> (CurlResponse, Int) {
         // reset keeps the handle's live connections; only the options go.
         curl_easy_reset(handle)
@@ -148,7 +148,7 @@ final class CurlHandle: @unchecked Sendable {
         set(CURLOPT_PATH_AS_IS, 1)
         set(CURLOPT_CONNECTTIMEOUT_MS, CurlHandlePool.connectTimeoutMilliseconds)
         set(CURLOPT_LOW_SPEED_LIMIT, 1)
-        set(CURLOPT_LOW_SPEED_TIME, CurlHandlePool.stallSeconds)
+        set(CURLOPT_LOW_SPEED_TIME, stallSeconds)
         set(CURLOPT_AWS_SIGV4, signing.provider)
         set(CURLOPT_USERNAME, signing.accessKeyID)
         set(CURLOPT_PASSWORD, signing.secretAccessKey)

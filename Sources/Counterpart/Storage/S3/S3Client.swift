@@ -17,7 +17,8 @@ public final class S3Client: Sendable {
         self.configuration = configuration
         pool = try CurlHandlePool(signing: CurlSigning(provider: "aws:amz:\(configuration.region):s3",
                                                        accessKeyID: configuration.accessKeyID,
-                                                       secretAccessKey: configuration.secretAccessKey))
+                                                       secretAccessKey: configuration.secretAccessKey),
+                               stallSeconds: configuration.stallSeconds)
         bucketURL = configuration.endpoint + "/" + configuration.bucket
     }
 

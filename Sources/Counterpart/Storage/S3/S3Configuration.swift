@@ -8,6 +8,14 @@ public struct S3Configuration: Sendable, Equatable {
     public var region: String
     public var accessKeyID: String
     public var secretAccessKey: String
+    /// Seconds a request to the store may move no byte before it fails (`--s3-timeout`): the
+    /// client then gets 503. A store that stops answering (a full OSD blocks writes without a
+    /// byte) must fail a request well within the clients' own patience.
+    public var stallSeconds = S3Configuration.defaultStallSeconds
+
+    public static let defaultStallSeconds = 20
+    /// What `--s3-timeout` takes.
+    public static let stallSecondsRange = 1...3600
 
     /// The values as given; `prefix` is normalised to end with "/" unless empty.
     public init(endpoint: String, bucket: String, prefix: String = "", region: String = "us-east-1",

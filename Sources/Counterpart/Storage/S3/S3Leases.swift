@@ -33,44 +33,58 @@ final class S3Leases: ResumableLeases {
 
     private static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
-    func acquire(_ id: String, owner: String, takingOver: Bool) -> String? {
+    func acquire(_ id: String, owner: String, takingOver: Bool) throws(StorageError) -> String? {
         let lease = Lease(owner: owner, renewedAt: Self.now(), allowsTakeover: true)
-        if let version = write(lease, id, .ifNoneMatch) { return version }
+        if let version = try write(lease, id, .ifNoneMatch) { return version }
         // Held: taken over only from a holder gone silent while it read a body, or dead.
-        guard let (current, version) = read(id) else {
+        guard let (current, version) = try read(id) else {
             // Released meanwhile: try once more.
-            return write(lease, id, .ifNoneMatch)
+            return try write(lease, id, .ifNoneMatch)
         }
         let silence = Self.now() - current.renewedAt
         let silent = current.allowsTakeover && takingOver
             && silence >= Int64(ResumableLocker.silenceBeforeTakeover.components.seconds * 1000)
         guard silent || silence >= Self.leaseTimeout else { return nil }
-        return write(lease, id, .ifMatch(version))
+        return try write(lease, id, .ifMatch(version))
     }
 
-    func renew(_ id: String, owner: String, version: String, allowingTakeover: Bool) -> String? {
-        write(Lease(owner: owner, renewedAt: Self.now(), allowsTakeover: allowingTakeover), id, .ifMatch(version))
+    func renew(_ id: String, owner: String, version: String, allowingTakeover: Bool) throws(StorageError) -> String? {
+        try write(Lease(owner: owner, renewedAt: Self.now(), allowsTakeover: allowingTakeover), id, .ifMatch(version))
     }
 
     func release(_ id: String, owner: String, version: String) {
         // S3 has no conditional delete: the lease is read first, and deleted only while it is
         // still this holder's.
-        guard let (current, _) = read(id), current.owner == owner else { return }
+        guard let (current, _) = (try? read(id)) ?? nil, current.owner == owner else { return }
         try? client.deleteObject(Self.key(id))
     }
 
-    /// Writes the lease on `condition`; its new version, or nil when the condition failed
-    /// (or the store did).
-    private func write(_ lease: Lease, _ id: String, _ condition: S3WriteCondition) -> String? {
+    /// Writes the lease on `condition`; its new version, or nil when the condition failed.
+    /// Throws when the store failed.
+    private func write(_ lease: Lease, _ id: String, _ condition: S3WriteCondition) throws(StorageError) -> String? {
         guard let bytes = try? JSONEncoder().encode(lease) else { return nil }
-        return try? client.putObject(Self.key(id), bytes: Array(bytes), condition: condition)
+        do {
+            return try client.putObject(Self.key(id), bytes: Array(bytes), condition: condition)
+        } catch S3Error.preconditionFailed {
+            return nil
+        } catch {
+            throw S3UploadStore.storageError(error, doing: "write the upload's lease")
+        }
     }
 
-    /// The lease and its version, from one GET.
-    private func read(_ id: String) -> (Lease, String)? {
+    /// The lease and its version, from one GET; nil when there is none (or it cannot be
+    /// read). Throws when the store failed.
+    private func read(_ id: String) throws(StorageError) -> (Lease, String)? {
         var bytes: [UInt8] = []
-        guard let info = try? client.getObject(Self.key(id), range: nil, body: { bytes.append(contentsOf: $0) }),
-              let lease = try? JSONDecoder().decode(Lease.self, from: Data(bytes)) else { return nil }
+        let info: S3ObjectInfo
+        do {
+            info = try client.getObject(Self.key(id), range: nil, body: { bytes.append(contentsOf: $0) })
+        } catch S3Error.notFound {
+            return nil
+        } catch {
+            throw S3UploadStore.storageError(error, doing: "read the upload's lease")
+        }
+        guard let lease = try? JSONDecoder().decode(Lease.self, from: Data(bytes)) else { return nil }
         return (lease, info.etag)
     }
 }

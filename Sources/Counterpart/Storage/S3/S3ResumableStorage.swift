@@ -60,15 +60,15 @@ final class S3ResumableStorage: ResumableStorage {
             guard let page = try? client.listObjects(prefix: Self.prefix, delimiter: nil, continuationToken: token) else { break }
             for object in page.objects where object.key.hasSuffix(".json") {
                 let id = String(object.key.dropFirst(Self.prefix.count).dropLast(5))
-                if let state = loadState(of: id) { states[id] = state }
+                if let state = try? loadState(of: id) { states[id] = state }
             }
             token = page.nextContinuationToken
         } while token != nil
         return states
     }
 
-    func loadState(of id: String) -> [UInt8]? {
-        try? client.getObject(Self.stateKey(id))
+    func loadState(of id: String) throws(StorageError) -> [UInt8]? {
+        try store("read the upload's state") { try client.getObject(Self.stateKey(id)) }
     }
 
     func saveState(_ state: [UInt8], of id: String) throws(StorageError) {
@@ -83,8 +83,9 @@ final class S3ResumableStorage: ResumableStorage {
         try save(Record(), of: id)
     }
 
-    func durableLength(of id: String) -> UInt64? {
-        (try? record(of: id))?.durableLength
+    func durableLength(of id: String) throws(StorageError) -> UInt64? {
+        guard let bytes = try storedRecordBytes(of: id) else { return nil }
+        return (try? JSONDecoder().decode(Record.self, from: Data(bytes)))?.durableLength
     }
 
     func appender(of id: String, at offset: UInt64) throws(StorageError) -> any ResumableAppender {
@@ -151,13 +152,16 @@ final class S3ResumableStorage: ResumableStorage {
     // MARK: - The record
 
     func record(of id: String) throws(StorageError) -> Record {
-        let bytes: [UInt8]?
-        do { bytes = try client.getObject(Self.recordKey(id)) } catch { throw S3UploadStore.storageError(error, doing: "read the upload's parts") }
-        guard let bytes else { throw StorageError(.failed, "the upload's data is gone from the object store") }
+        guard let bytes = try storedRecordBytes(of: id) else { throw StorageError(.failed, "the upload's data is gone from the object store") }
         guard let record = try? JSONDecoder().decode(Record.self, from: Data(bytes)) else {
             throw StorageError(.failed, "the upload's record in the object store cannot be read")
         }
         return record
+    }
+
+    /// `ID.parts` as stored, or nil when there is none.
+    private func storedRecordBytes(of id: String) throws(StorageError) -> [UInt8]? {
+        try store("read the upload's parts") { try client.getObject(Self.recordKey(id)) }
     }
 
     func save(_ record: Record, of id: String) throws(StorageError) {

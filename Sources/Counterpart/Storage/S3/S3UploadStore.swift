@@ -75,13 +75,20 @@ final class S3UploadStore: UploadStorage {
 
     /// Claims `name` or the first free variant of it (see the type's comment); the name.
     /// The claims of its variants are listed first, so that a name used a hundred times
-    /// costs one listing, not a hundred refused creations.
+    /// costs one listing, not a hundred refused creations. A listing that fails is the
+    /// upload's failure: a store that does not answer it would not answer the claim either,
+    /// and the client would wait twice as long for its 503.
     func claimName(_ name: String) throws(StorageError) -> String {
         let stem = name.lastIndex(of: ".").map { String(name[..<$0]) } ?? name
         var claimed: Set<String> = []
         var token: String?
         repeat {
-            guard let page = try? client.listObjects(prefix: Self.namesPrefix + stem, continuationToken: token) else { break }
+            let page: (objects: [S3ObjectInfo], commonPrefixes: [String], nextContinuationToken: String?)
+            do {
+                page = try client.listObjects(prefix: Self.namesPrefix + stem, continuationToken: token)
+            } catch {
+                throw Self.storageError(error, doing: "look up the names taken like \(name)")
+            }
             claimed.formUnion(page.objects.map { String($0.key.dropFirst(Self.namesPrefix.count)) })
             token = page.nextContinuationToken
         } while token != nil

@@ -47,8 +47,13 @@ struct StoredObjectFiles: FileServing {
     /// slash, as a folder on disk is.
     private func folderOrNotFound(_ head: RequestHead, _ segments: [String]) -> Response {
         let prefix = segments.joined(separator: "/") + "/"
-        guard let page = try? client.listObjects(prefix: prefix, delimiter: "/", continuationToken: nil, maxKeys: 1),
-              !page.objects.isEmpty || !page.commonPrefixes.isEmpty else { return notFound(head) }
+        let page: (objects: [S3ObjectInfo], commonPrefixes: [String], nextContinuationToken: String?)
+        do {
+            page = try client.listObjects(prefix: prefix, delimiter: "/", continuationToken: nil, maxKeys: 1)
+        } catch {
+            return Self.failure(error, doing: "look up \(head.path)")
+        }
+        guard !page.objects.isEmpty || !page.commonPrefixes.isEmpty else { return notFound(head) }
         return Response(status: 301, headers: [HTTPField(name: "Location", value: RequestPath.encoded(urlPrefix + segments) + "/" + head.queryString)])
     }
 
