@@ -67,6 +67,11 @@ struct ObjectStoreEngine {
     var signing: [String] {
         ["--aws-sigv4", "aws:amz:\(region):s3", "--user", "\(key):\(secret)", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"]
     }
+
+    /// The same, as lines of a curl configuration file (`-K`).
+    var signingLines: String {
+        "aws-sigv4 = \"aws:amz:\(region):s3\"\nuser = \"\(key):\(secret)\"\nheader = \"x-amz-content-sha256: UNSIGNED-PAYLOAD\"\n"
+    }
 }
 
 /// A cluster started by scripts/cluster: its front (nginx), its nodes and where it keeps
@@ -82,6 +87,8 @@ struct StoreCluster {
 
     /// curl's arguments for the front: HTTP/2 over TLS, trusting its certificate.
     var frontArguments: [String] { ["--http2", "--cacert", certificate] }
+    /// The same, as lines of a curl configuration file (`-K`).
+    var frontLines: String { "http2\ncacert = \"\(certificate)\"\n" }
 }
 
 final class ObjectStoreSetup {
@@ -290,7 +297,7 @@ private struct ObjectStoreRun {
         for name in names {
             if !text.isEmpty { text += "next\n" }
             text += "url = \"\(front.url)/upload\"\nform = \"file=@\(fixture.bigPath);filename=\(name)\"\nheader = \"Expect:\"\n"
-                + "output = \"/dev/null\"\nwrite-out = \"%{http_code}\\n\"\nsilent\nhttp2\ncacert = \"\(front.certificate)\"\n"
+                + "output = \"/dev/null\"\nwrite-out = \"%{http_code}\\n\"\nsilent\n" + front.frontLines
         }
         try text.write(toFile: configuration, atomically: true, encoding: .utf8)
         var statuses: [Substring] = []
@@ -374,7 +381,7 @@ private struct ObjectStoreRun {
                 if index > 0 { text += "next\n" }
                 text += "url = \"\(base)/upload\"\nform = \"file=@\(path);filename=s\(run)-\(tag)-\(index).bin\"\n"
                     + "output = \"/dev/null\"\nwrite-out = \"%{http_code}\\n\"\nsilent\n"
-                    + (front.map { "http2\ncacert = \"\($0.certificate)\"\n" } ?? "")
+                    + (front?.frontLines ?? "")
             }
             try text.write(toFile: file, atomically: true, encoding: .utf8)
             return file
@@ -397,8 +404,7 @@ private struct ObjectStoreRun {
                 for key in ["s\(run)-\(tag)-\(index).bin", ".counterpart/names/s\(run)-\(tag)-\(index).bin"] {
                     if !text.isEmpty { text += "next\n" }
                     text += "url = \"\(engineURL(cluster.bucket, cluster.prefix + key))\"\nrequest = \"DELETE\"\noutput = \"/dev/null\"\nsilent\n"
-                        + "aws-sigv4 = \"aws:amz:\(engine.region):s3\"\nuser = \"\(engine.key):\(engine.secret)\"\n"
-                        + "header = \"x-amz-content-sha256: UNSIGNED-PAYLOAD\"\n"
+                        + engine.signingLines
                 }
             }
             if (try? text.write(toFile: file, atomically: true, encoding: .utf8)) != nil {
@@ -413,8 +419,7 @@ private struct ObjectStoreRun {
                     if index > 0 { text += "next\n" }
                     text += "url = \"\(engineURL(one.bucket, "engine/s\(run)-\(index).bin"))\"\nupload-file = \"\(path)\"\n"
                         + "output = \"/dev/null\"\nwrite-out = \"%{http_code}\\n\"\nsilent\n"
-                        + "aws-sigv4 = \"aws:amz:\(engine.region):s3\"\nuser = \"\(engine.key):\(engine.secret)\"\n"
-                        + "header = \"x-amz-content-sha256: UNSIGNED-PAYLOAD\"\n"
+                        + engine.signingLines
                 }
                 try text.write(toFile: file, atomically: true, encoding: .utf8)
                 return try timed(file, expect: "200")
@@ -496,24 +501,14 @@ private struct ObjectStoreRun {
         let length = ServerFixture.rangeLength
         /// One curl for all the ranges (`next` between them, one kept-alive connection); the
         /// p99 of their times in milliseconds, and their p50 beside it.
-        func rangeTimes(_ url: String, extra: [String], tag: String) throws -> (p50: Double, p99: Double) {
+        func rangeTimes(_ url: String, extraLines: String, tag: String) throws -> (p50: Double, p99: Double) {
             let file = fixture.folder + "/object-store-ranges-\(tag).curlrc"
             var text = ""
             for (index, first) in fixture.rangeOffsets.enumerated() {
                 if index > 0 { text += "next\n" }
                 text += "url = \"\(url)\"\nrange = \"\(first)-\(first + length - 1)\"\noutput = \"/dev/null\"\nsilent\n"
                     + "write-out = \"%{http_code} %{size_download} %{time_total}\\n\"\n"
-                var option = extra[...]
-                while let flag = option.popFirst() {
-                    switch flag {
-                    case "--aws-sigv4": text += "aws-sigv4 = \"\(option.popFirst() ?? "")\"\n"
-                    case "--user": text += "user = \"\(option.popFirst() ?? "")\"\n"
-                    case "-H": text += "header = \"\(option.popFirst() ?? "")\"\n"
-                    case "--cacert": text += "cacert = \"\(option.popFirst() ?? "")\"\n"
-                    case "--http2": text += "http2\n"
-                    default: break
-                    }
-                }
+                text += extraLines
             }
             try text.write(toFile: file, atomically: true, encoding: .utf8)
             let figures = try curlFigures(["-K", file], what: "ranges")
@@ -530,17 +525,17 @@ private struct ObjectStoreRun {
             return (percentile(0.5), percentile(0.99))
         }
         var medians: [String: Samples] = [:]
-        func subject(_ label: String, _ pids: [Int32], _ url: String, _ extra: [String], _ tag: String) -> Subject {
+        func subject(_ label: String, _ pids: [Int32], _ url: String, _ extraLines: String, _ tag: String) -> Subject {
             Subject(label: label, nodePIDs: pids) { run in
-                let times = try rangeTimes(url, extra: extra, tag: tag)
+                let times = try rangeTimes(url, extraLines: extraLines, tag: tag)
                 if run > 0 { medians[label, default: Samples()].append(times.p50) }
                 return times.p99
             }
         }
         let subjects = [
-            subject("engine: ranged GET", [], engineURL(two.bucket, "engine/download.bin"), engine.signing, "engine"),
-            subject("node, straight (HTTP/1.1)", [two.nodePIDs[0]], two.nodes[0] + "/uploads/" + stored, [], "straight"),
-            subject("2 nodes behind nginx (TLS, HTTP/2)", two.nodePIDs, two.url + "/uploads/" + stored, two.frontArguments, "front"),
+            subject("engine: ranged GET", [], engineURL(two.bucket, "engine/download.bin"), engine.signingLines, "engine"),
+            subject("node, straight (HTTP/1.1)", [two.nodePIDs[0]], two.nodes[0] + "/uploads/" + stored, "", "straight"),
+            subject("2 nodes behind nginx (TLS, HTTP/2)", two.nodePIDs, two.url + "/uploads/" + stored, two.frontLines, "front"),
         ]
         print("""
 
