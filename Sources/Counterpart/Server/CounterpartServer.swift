@@ -66,7 +66,7 @@ public final class CounterpartServer: Sendable {
             maxDrainBytes: configuration.maxDrainBytes))
         let rootFiles = StaticFiles(folder: root, urlPrefix: [], hidesDotFiles: false, servesIndexFiles: true,
                                     fileHeaders: [], rangePolicy: configuration.rangePolicy,
-                                    unservedPrefix: LocalUploadStore.temporaryPrefix)
+                                    isUnserved: ServerStorage.isLocalBookkeeping)
         let router = Router(
             root: rootFiles,
             uploadedFiles: storage.uploadedFiles,

@@ -23,9 +23,9 @@ struct StaticFiles: FileServing {
     /// uploaded: they must not run as pages of this origin).
     let fileHeaders: [HTTPField]
     let rangePolicy: RangePolicy
-    /// Names that are never served, wherever they are: the uploads in progress of a local
-    /// store (`LocalUploadStore.temporaryPrefix`), which may sit inside the root.
-    var unservedPrefix: String? = nil
+    /// Names that are never served, wherever they are: what a local store keeps beside its
+    /// uploads (`ServerStorage.isLocalBookkeeping`), whose folder may sit inside the root.
+    var isUnserved: @Sendable (String) -> Bool = { _ in false }
     /// What answers for each file share (and small files' plain answers), kept while the
     /// file stays as it was.
     let cache = FileResponseCache()
@@ -49,11 +49,12 @@ struct StaticFiles: FileServing {
         }
     }
 
-    /// Whether names like these may be served here: an upload in progress never is,
-    /// wherever the uploads folder is, nor a hidden name where they are hidden.
+    /// Whether names like these may be served here: an upload in progress or a resumable
+    /// upload's state never is, wherever the uploads folder is, nor a hidden name where they
+    /// are hidden.
     private func serves(_ segments: [String]) -> Bool {
         !segments.contains { segment in
-            (hidesDotFiles && segment.hasPrefix(".")) || unservedPrefix.map { segment.hasPrefix($0) } == true
+            (hidesDotFiles && segment.hasPrefix(".")) || isUnserved(segment)
         }
     }
 

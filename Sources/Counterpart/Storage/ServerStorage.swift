@@ -8,6 +8,13 @@ struct ServerStorage {
     /// The uploads folder, when uploads are local files (what `touch` can change).
     let uploadsFolder: StaticFiles?
 
+    /// Whether a name is one a local store keeps beside its uploads, never to be served
+    /// from any folder (the uploads folder may sit inside the root): an upload's temporary
+    /// file, or the folder of resumable uploads' data and state.
+    @Sendable static func isLocalBookkeeping(_ name: String) -> Bool {
+        name.hasPrefix(LocalUploadStore.temporaryPrefix) || name == LocalResumableStorage.folderName
+    }
+
     init(_ configuration: Configuration, uploadedFileHeaders: [HTTPField]) throws(CounterpartServer.StartError) {
         if let objectStore = configuration.objectStore {
             let client: S3Client
@@ -31,7 +38,7 @@ struct ServerStorage {
         resumable = LocalResumableStorage(uploadsFolder: store.folder, freeSpace: store.freeSpace, sync: configuration.sync)
         let files = StaticFiles(folder: try ServedFolder(path: store.folder), urlPrefix: ["uploads"], hidesDotFiles: true,
                                 servesIndexFiles: false, fileHeaders: uploadedFileHeaders, rangePolicy: configuration.rangePolicy,
-                                unservedPrefix: LocalUploadStore.temporaryPrefix)
+                                isUnserved: ServerStorage.isLocalBookkeeping)
         uploadedFiles = files
         uploadsFolder = files
     }

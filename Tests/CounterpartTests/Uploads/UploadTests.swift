@@ -356,16 +356,35 @@ struct UploadReviewTests {
         #expect(try curl([server.url("/")]).status != 0)
     }
 
-    @Test(.disabled(if: TestServer.usesObjectStore, "a local folder's temporary files: an object store has none"))
-    func temporaryFilesAreNeverServedWhateverThePath() throws {
+    /// What the server keeps beside the uploads is never served nor listed, however the path
+    /// is spelled: a folder's temporary files and resumable uploads' state; an object
+    /// store's claims on names, resumable uploads' state and leases.
+    @Test func theServersOwnFilesBesideTheUploadsAreNeverServedWhateverThePath() throws {
         let server = try TestServer { configuration in
             configuration.uploads = configuration.root + "/data/up"
         }
-        let temporary = server.root.appendingPathComponent("data/up/.counterpart-1-1.part")
-        try Data("partial".utf8).write(to: temporary)
-        for path in ["/data/up/.counterpart-1-1.part", "//data/up/.counterpart-1-1.part", "/uploads/.counterpart-1-1.part",
-                     "//uploads/.counterpart-1-1.part", "/%75ploads/.counterpart-1-1.part"] {
+        let kept: [String]
+        var paths: [String] = []
+        if server.objectStore == nil {
+            kept = [".counterpart-1-1.part", ".resumable/abc.data"]
+            for name in kept { try Data("partial".utf8).write(into: server.root, at: "data/up/" + name) }
+            paths = ["/data/up/.counterpart-1-1.part", "//data/up/.counterpart-1-1.part", "/data/up/.resumable/abc.data"]
+        } else {
+            kept = [".counterpart/names/x.bin", ".counterpart/resumable/abc.info", ".counterpart/leases/abc"]
+            for name in kept { try server.storeUpload(Data("partial".utf8), as: name) }
+        }
+        for name in kept {
+            paths += ["/uploads/\(name)", "//uploads/\(name)", "/%75ploads/\(name)",
+                      "/uploads/" + name.replacingOccurrences(of: "/", with: "%2F")]
+        }
+        for path in paths {
             #expect(try curl(["--path-as-is", server.url(path)]).status == 404, "\(path)")
+        }
+        for folder in ["/uploads/", "/uploads/.counterpart/", "/uploads/.resumable/"] {
+            let listing = try curl(["-H", "Accept: application/json", server.url(folder)])
+            let names = (try? listing.json()["entries"] as? [[String: Any]])??.compactMap { $0["name"] as? String } ?? []
+            #expect(names.allSatisfy { !$0.hasPrefix(".") }, "\(folder): \(names)")
+            #expect(folder == "/uploads/" ? listing.status == 200 : listing.status == 404, "\(folder)")
         }
     }
 
