@@ -31,6 +31,9 @@ enum SafeFilename {
         return "\(stem)-\(suffix)\(ext)"
     }
 
+    /// What every variant of `name` starts with: `a.png` → `a-`.
+    static func variantPrefix(of name: String) -> String { split(name).stem + "-" }
+
     private static func split(_ name: String) -> (stem: String, ext: String) {
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return (name, "") }
         return (String(name[..<dot]), String(name[dot...]))

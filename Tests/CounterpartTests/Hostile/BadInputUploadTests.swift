@@ -118,13 +118,14 @@ struct BadInputCorpusPartLimitTests {
         try expectStillServing(server)
     }
 
-    @Test(.disabled(if: TestServer.usesObjectStore, "a thousand files in one body: minutes of round trips to an object store; the rule is the same on both"))
-    func aThousandAndOneEmptyFilesAre413AndTheThousandStoredAreRemoved() throws {
+    @Test func aThousandAndOneEmptyFilesAre413AndTheThousandStoredAreRemoved() throws {
         let part = Array("--x\r\nContent-Disposition: form-data; name=\"f\"; filename=\"e.bin\"\r\n\r\n\r\n".utf8)
         var body: [UInt8] = []
         for _ in 0..<1_001 { body += part }
         body += closeDelimiter
-        let reply = try exchange(server, uploadRequest(body: body), timeout: 10)
+        // In an object store each of the thousand e.bin claims its name after listing the
+        // claims of e-*.bin, which grow with each: about 70 s against RGW (README: what each backend promises).
+        let reply = try exchange(server, uploadRequest(body: body), timeout: TestServer.usesObjectStore ? 300 : 10)
         #expect(reply.status == 413)
         #expect(reply.error?.contains("part 1001") == true, "\(reply.error ?? reply.head)")
         expectNothingLeftBehind(server)

@@ -74,39 +74,44 @@ final class S3UploadStore: UploadStorage {
     }
 
     /// Claims `name` or the first free variant of it (see the type's comment); the name.
-    /// The claims of its variants are listed first, so that a name used a hundred times
-    /// costs one listing, not a hundred refused creations. A listing that fails is the
-    /// upload's failure: a store that does not answer it would not answer the claim either,
-    /// and the client would wait twice as long for its 503.
+    /// Most names are free: `name` itself is claimed straight away. Only when it is taken
+    /// are the claims of its variants listed, so that a name used a hundred times costs one
+    /// listing, not a hundred refused creations. A listing that fails is the upload's
+    /// failure: a store that does not answer it would not answer the claim either.
     func claimName(_ name: String) throws(StorageError) -> String {
-        let stem = name.lastIndex(of: ".").map { String(name[..<$0]) } ?? name
-        var claimed: Set<String> = []
+        if try claim(name) { return name }
+        var taken: Set<String> = [name]
         var token: String?
         repeat {
             let page: (objects: [S3ObjectInfo], commonPrefixes: [String], nextContinuationToken: String?)
             do {
-                page = try client.listObjects(prefix: Self.namesPrefix + stem, continuationToken: token)
+                page = try client.listObjects(prefix: Self.namesPrefix + SafeFilename.variantPrefix(of: name), continuationToken: token)
             } catch {
                 throw Self.storageError(error, doing: "look up the names taken like \(name)")
             }
-            claimed.formUnion(page.objects.map { String($0.key.dropFirst(Self.namesPrefix.count)) })
+            taken.formUnion(page.objects.map { String($0.key.dropFirst(Self.namesPrefix.count)) })
             token = page.nextContinuationToken
         } while token != nil
         return try StoredNames.first(for: name) { candidate throws(StorageError) in
-            if claimed.contains(candidate) { return false }
-            do {
-                try client.putObject(Self.namesPrefix + candidate, bytes: [], condition: .ifNoneMatch)
-            } catch S3Error.preconditionFailed {
-                return false
-            } catch {
-                throw Self.storageError(error, doing: "claim the name \(candidate)")
-            }
-            // An object put there by another tool, without a claim: the name is taken all the same.
-            do {
-                return try client.headObject(candidate) == nil
-            } catch {
-                throw Self.storageError(error, doing: "look up \(candidate)")
-            }
+            if taken.contains(candidate) { return false }
+            return try claim(candidate)
+        }
+    }
+
+    /// Whether `candidate` was free and is now this upload's: its claim created (atomically,
+    /// `If-None-Match: *`) and no object of that name put there by another tool, without a claim.
+    private func claim(_ candidate: String) throws(StorageError) -> Bool {
+        do {
+            try client.putObject(Self.namesPrefix + candidate, bytes: [], condition: .ifNoneMatch)
+        } catch S3Error.preconditionFailed {
+            return false
+        } catch {
+            throw Self.storageError(error, doing: "claim the name \(candidate)")
+        }
+        do {
+            return try client.headObject(candidate) == nil
+        } catch {
+            throw Self.storageError(error, doing: "look up \(candidate)")
         }
     }
 
