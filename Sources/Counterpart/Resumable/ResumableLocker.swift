@@ -40,6 +40,11 @@ final class ResumableLocker: Sendable {
         /// When the holder last received bytes: only a silent one is taken over, so that two
         /// clients writing at once still see one of them refused (423/409).
         private var lastBytes = ContinuousClock.now
+        /// Set once the holder stops taking bytes to save and let go: a request that finds
+        /// the upload so held waits for it (`claim`) instead of being refused.
+        private let concluding = Atomic(false)
+
+        fileprivate var isConcluding: Bool { concluding.load(ordering: .acquiring) }
 
         fileprivate init(_ id: String, _ locker: ResumableLocker) {
             self.id = id
@@ -48,16 +53,18 @@ final class ResumableLocker: Sendable {
         }
 
         func release() {
-            let held = locker.holders.withLock { all -> Bool in
-                guard all[id] === self else { return false }
-                all[id] = nil
-                return true
-            }
+            concluding.store(true, ordering: .releasing)
             let version = lease.withLock { lease in
                 defer { lease.version = nil }
                 return lease.version
             }
+            // The lease in the store goes first: a request of this process waiting for the
+            // upload then finds it free in the store too.
+            let held = locker.holders.withLock { $0[id] === self }
             if held, let leases = locker.leases, let version { leases.release(id, owner: owner, version: version) }
+            locker.holders.withLock { all in
+                if all[id] === self { all[id] = nil }
+            }
         }
 
         /// Renews the lease in the store, saying whether a newer request may take the upload
@@ -103,7 +110,8 @@ final class ResumableLocker: Sendable {
         /// or by another server: the lease is renewed first, which fences this request's
         /// last save against a newer holder's). Throws when the store did not answer the renewal.
         func endTakeover() throws(StorageError) -> Bool {
-            try takenOver.withLock { takenOver throws(StorageError) -> Bool in
+            concluding.store(true, ordering: .releasing)
+            return try takenOver.withLock { takenOver throws(StorageError) -> Bool in
                 yield = nil
                 if !takenOver, !(try renewLease(allowingTakeover: false, now: .now)) { takenOver = true }
                 return !takenOver
@@ -144,12 +152,16 @@ final class ResumableLocker: Sendable {
     /// How often a writer renews its lease while bytes come: well within the silence, so
     /// that a lease renewed before a save outlasts the save.
     static let leaseRenewal = Duration.milliseconds(250)
+    /// How long a request waits for a holder of this process that is saving and letting go
+    /// (a client that resumes the moment its connection broke finds the old request saving
+    /// what came): a save is a sync or a round trip to the store, well within this.
+    static let concludingWait = Duration.seconds(2)
 
     /// Takes the upload for writing; nil when another request is writing to it and, with
     /// `takingOver`, will not let go (it is concluding, or not reading a body). Throws when
     /// the store did not answer for the lease.
     func claim(_ id: String, takingOver: Bool = false) throws(StorageError) -> Claim? {
-        guard let claim = claimHere(id, takingOver: takingOver) else { return nil }
+        guard let claim = claimHereOnceConcluded(id, takingOver: takingOver) else { return nil }
         guard let leases else { return claim }
         // Then across servers: the lease in the store, fresh or taken over from a holder gone
         // silent (or dead).
@@ -166,6 +178,17 @@ final class ResumableLocker: Sendable {
         }
         claim.lease.withLock { $0 = (lease, .now) }
         return claim
+    }
+
+    /// The claim among this process's requests, once a holder that is concluding has let go
+    /// (waiting `concludingWait` at most).
+    private func claimHereOnceConcluded(_ id: String, takingOver: Bool) -> Claim? {
+        let deadline = ContinuousClock.now + Self.concludingWait
+        while true {
+            if let claim = claimHere(id, takingOver: takingOver) { return claim }
+            guard holders.withLock({ $0[id]?.isConcluding }) == true, ContinuousClock.now < deadline else { return nil }
+            Thread.sleep(forTimeInterval: 0.002)
+        }
     }
 
     /// The claim among this process's requests.
