@@ -28,7 +28,7 @@ struct ServerStorage {
             self.uploads = uploads
             resumable = S3ResumableStorage(client: client, uploads: uploads)
             uploadedFiles = StoredObjectFiles(client: client, urlPrefix: ["uploads"], fileHeaders: uploadedFileHeaders,
-                                              rangePolicy: configuration.rangePolicy)
+                                              rangePolicy: configuration.rangePolicy, readAheadBudget: uploads.buffers)
             uploadsFolder = nil
             return
         }

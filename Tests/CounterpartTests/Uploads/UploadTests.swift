@@ -25,6 +25,29 @@ struct UploadTests {
     let server: TestServer
     init() throws { server = try TestServer() }
 
+    /// A file of several read windows (an object store reads 4 MiB at a time, the next one
+    /// ahead while the last is sent) comes back whole, and in ranges that cross windows.
+    @Test func aLargeUploadComesBackWholeAndInRangesAcrossReadWindows() throws {
+        let data = testBytes(count: 20 << 20, seed: 11)
+        let path = try temporaryFile("windows.bin", data)
+        #expect(try curl(["-F", "f=@\(path)", server.url("/upload")]).status == 200)
+        let whole = try curl([server.url("/uploads/windows.bin")])
+        #expect(whole.status == 200)
+        #expect(whole.body == data)
+        let window = 4 << 20
+        let across = try curl(["-r", "\(window - 10)-\(3 * window + 9)", server.url("/uploads/windows.bin")])
+        #expect(across.status == 206)
+        #expect(across.body == data[(window - 10)...(3 * window + 9)])
+        let resumed = try curl(["-r", "\(2 * window + 1)-", server.url("/uploads/windows.bin")])
+        #expect(resumed.status == 206)
+        #expect(resumed.body == data[(2 * window + 1)...])
+        let several = try curl(["-H", "Range: bytes=0-9,\(window - 5)-\(window + 4),\(5 * window - 3)-", server.url("/uploads/windows.bin")])
+        #expect(several.status == 206)
+        for slice in [data[0...9], data[(window - 5)...(window + 4)], data[(5 * window - 3)...]] {
+            #expect(several.body.range(of: slice) != nil)
+        }
+    }
+
     @Test func aFileAndAFieldAreStoredAndReported() throws {
         let png = testBytes(count: 48_213, seed: 7)
         let path = try temporaryFile("Snip20151228_572.png", png)

@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTransfer
 import Synchronization
 
@@ -14,6 +15,8 @@ struct StoredObjectFiles: FileServing {
     /// Headers added to every file response (as for the uploads folder).
     let fileHeaders: [HTTPField]
     let rangePolicy: RangePolicy
+    /// What downloads may hold to read the next window ahead (the upload buffers' budget).
+    var readAheadBudget: ByteBudget? = nil
 
     func respond(to head: RequestHead, segments: [String]) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
@@ -32,7 +35,7 @@ struct StoredObjectFiles: FileServing {
         }
         let representation = Representation(length: UInt64(info.size), validators: Self.validators(of: info),
                                             contentType: info.contentType ?? ContentTypes.forName(key), name: segments.last ?? "",
-                                            source: StoredObjectSource(client: client, key: key, length: UInt64(info.size)))
+                                            source: StoredObjectSource(client: client, key: key, length: UInt64(info.size), budget: readAheadBudget))
         return RepresentationResponder(head: head, representation: representation, extraHeaders: fileHeaders, rangePolicy: rangePolicy).respond()
     }
 
@@ -98,23 +101,39 @@ struct StoredObjectFiles: FileServing {
 
 /// An object's bytes for a response, read by ranged `GET`s of up to `window` bytes ahead,
 /// so that a large download costs a request per window, not one per piece the response
-/// asks for, and memory stays at one window per response.
+/// asks for. While one window is sent, the next is fetched on a thread of its own (as curl
+/// reading the object straight from the store keeps its connection busy), when the store's
+/// buffer budget has room for a second window while more than half free: else each window
+/// is fetched when it is needed. Memory: one window per response, two while reading ahead,
+/// mapped for the response and reused from window to window, unmapped when it ends (as the
+/// upload parts are), so that what a download held is given back.
 final class StoredObjectSource: ByteSource, @unchecked Sendable {
     static let window = 4 << 20
     private let client: S3Client
     private let key: String
     private let length: UInt64
-    /// The bytes read ahead, and where they start in the object.
-    private var ahead: [UInt8] = []
+    /// What a second window is taken from (the store's upload buffers).
+    private let budget: ByteBudget?
+    private var holdsSecondWindow = false
+    /// The window read from, and where it starts in the object.
+    private var ahead: PartBuffer?
     private var aheadOffset: UInt64 = 0
+    /// The next window, on its way; or the second buffer, waiting to be filled.
+    private var next: WindowFetch?
+    private var spare: PartBuffer?
     /// Where the response's reads end: no byte past it is read ahead.
     private var readEnd: UInt64
 
-    init(client: S3Client, key: String, length: UInt64) {
+    init(client: S3Client, key: String, length: UInt64, budget: ByteBudget? = nil) {
         self.client = client
         self.key = key
         self.length = length
+        self.budget = budget
         readEnd = length
+    }
+
+    deinit {
+        if holdsSecondWindow { budget?.give(Self.window) }
     }
 
     func willRead(from offset: UInt64, length: UInt64) {
@@ -123,27 +142,90 @@ final class StoredObjectSource: ByteSource, @unchecked Sendable {
 
     func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         guard offset < length else { return nil }
-        if offset < aheadOffset || offset >= aheadOffset + UInt64(ahead.count) {
+        if ahead == nil || offset < aheadOffset || offset >= aheadOffset + UInt64(ahead!.count) {
             guard fill(from: offset, wanted: buffer.count) else { return nil }
         }
+        let bytes = ahead!.bytes
         let start = Int(offset - aheadOffset)
-        let count = min(buffer.count, ahead.count - start)
-        ahead.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + start, byteCount: count) }
+        let count = min(buffer.count, bytes.count - start)
+        buffer.baseAddress!.copyMemory(from: bytes.baseAddress! + start, byteCount: count)
         return count
     }
 
-    /// Reads the window at `offset`: what is wanted now, and up to `window` ahead of it
-    /// within the response's reads.
+    /// Makes the window at `offset` the one read from: the one fetched ahead if it starts
+    /// there, else read now (what is wanted, and up to `window` ahead of it within the
+    /// response's reads); then starts fetching the one after it.
     private func fill(from offset: UInt64, wanted: Int) -> Bool {
-        let end = max(offset + UInt64(wanted), min(readEnd, offset + UInt64(Self.window)))
-        let last = min(length, end) - 1
-        ahead.removeAll(keepingCapacity: true)
+        let previous = ahead
+        ahead = nil
         aheadOffset = offset
+        if let fetch = next, fetch.range.lowerBound == offset, fetch.range.count >= wanted {
+            next = nil
+            guard let filled = fetch.wait() else { return false }
+            ahead = filled
+            spare = previous
+        } else {
+            next = nil  // a window fetched for reads that went elsewhere: its buffer stays with it
+            let end = min(length, max(offset + UInt64(wanted), min(readEnd, offset + UInt64(Self.window))))
+            guard let buffer = previous ?? PartBuffer(capacity: Self.window),
+                  Self.fetch(client, key, offset..<end, into: buffer) else { return false }
+            ahead = buffer
+        }
+        let following = offset + UInt64(ahead!.count)
+        guard following < readEnd, let buffer = secondWindow() else { return true }
+        next = WindowFetch(client: client, key: key, range: following..<min(readEnd, following + UInt64(Self.window)), into: buffer)
+        return true
+    }
+
+    /// The buffer to read ahead into: the spare one, or a new one if the budget allows.
+    private func secondWindow() -> PartBuffer? {
+        if let spare {
+            self.spare = nil
+            return spare
+        }
+        guard !holdsSecondWindow, let budget, budget.take(Self.window, leaving: budget.total / 2) else { return nil }
+        holdsSecondWindow = true
+        return PartBuffer(capacity: Self.window)
+    }
+
+    /// Reads `range` of the object into `buffer` (emptied first); false when the store failed,
+    /// sent nothing, or sent more than was asked.
+    fileprivate static func fetch(_ client: S3Client, _ key: String, _ range: Range<UInt64>, into buffer: PartBuffer) -> Bool {
+        buffer.empty()
+        guard !range.isEmpty, range.count <= buffer.capacity else { return false }
         do {
-            try client.getObject(key, range: Int64(offset)...Int64(last)) { piece in ahead.append(contentsOf: piece) }
+            _ = try client.getObject(key, range: Int64(range.lowerBound)...Int64(range.upperBound - 1)) { piece in
+                guard buffer.count + piece.count <= buffer.capacity else { throw S3Error.invalidRequest("the store sent more than the range asked") }
+                buffer.append(piece)
+            }
         } catch {
             return false
         }
-        return !ahead.isEmpty
+        return buffer.count > 0
+    }
+}
+
+/// One window of an object fetched into its buffer on a thread of its own.
+private final class WindowFetch: @unchecked Sendable {
+    let range: Range<UInt64>
+    private let buffer: PartBuffer
+    private var fetched = false
+    private let done = DispatchSemaphore(value: 0)
+
+    init(client: S3Client, key: String, range: Range<UInt64>, into buffer: PartBuffer) {
+        self.range = range
+        self.buffer = buffer
+        let thread = Thread { [self] in
+            fetched = StoredObjectSource.fetch(client, key, range, into: buffer)
+            done.signal()
+        }
+        thread.name = "counterpart-s3-read-ahead"
+        thread.start()
+    }
+
+    /// The buffer once the window is in it; nil when the store failed.
+    func wait() -> PartBuffer? {
+        done.wait()
+        return fetched ? buffer : nil
     }
 }
