@@ -25,6 +25,7 @@ enum BenchSummary {
             "options": [
                 "only": options.only, "filters": options.filters, "runs": options.runs, "quick": options.quick,
                 "wrk_seconds": options.wrkSeconds, "peers": options.peersFolder,
+                "baseline": options.baselinePath ?? NSNull(),
             ] as [String: Any],
             "seconds": seconds,
             "figures": context.figures.map { figure -> [String: Any] in

@@ -55,11 +55,14 @@ struct BenchOptions {
     /// `/__counterpart/events` throughout (as the live page does), beside the same server
     /// without one.
     var eventsReader = false
+    /// A second Counterpart binary (an earlier build) measured beside the current one in
+    /// the server sections' line-ups, with the same flags; nil: none.
+    var baselinePath: String?
 
     static let usage = """
         usage: counterpart-bench [--only SUITE[/SECTION][,…]] [--filter KEY[,…]] [--runs N] [--quick] [--list]
                                  [--duration SECONDS] [--nginx-workers N|auto] [--json PATH] [--peers DIR]
-                                 [--events-reader]
+                                 [--events-reader] [--baseline PATH]
 
           --only     run only these suites or sections (e.g. --only parsers, --only server/small,scaling)
           --filter   run only the benchmarks whose key contains one of these strings
@@ -74,6 +77,9 @@ struct BenchOptions {
                      from bench/peers/*.c with gcc -O2 -lmicrohttpd)
           --events-reader  in server/small and server/upload, measure Counterpart a second time with a
                      client reading GET /__counterpart/events all along (the live page's stream), in the same run
+          --baseline PATH  another counterpart binary (e.g. a release build of an earlier commit): in server/small,
+                     range-rate, upload, download and ranges, each Counterpart row is measured a second time from it,
+                     started with the same flags ("(baseline)" rows), and the ratios current / baseline are printed
 
         Sections marked "only when named" in --list run only with --only SUITE/SECTION
         (e.g. --only server/threads).
@@ -130,6 +136,11 @@ struct BenchOptions {
                 options.peersFolder = value(of: flag, inline: inline)
             case "--events-reader":
                 options.eventsReader = true
+            case "--baseline":
+                let path = value(of: flag, inline: inline)
+                guard access(path, X_OK) == 0 else { fail("--baseline \(path) is not an executable file") }
+                // Absolute, as the header and the JSON summary name it.
+                options.baselinePath = path.hasPrefix("/") ? path : (currentDirectory() + "/" + path)
             case "--list":
                 list = true
             case "-h", "--help":
@@ -304,6 +315,13 @@ struct Table {
         lines += rows.map(line)
         return lines.joined(separator: "\n")
     }
+}
+
+/// The working directory, for making a relative path absolute.
+func currentDirectory() -> String {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    guard getcwd(&buffer, buffer.count) != nil else { return "." }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 func printError(_ text: String) {

@@ -89,13 +89,23 @@ enum ServerMeasure: CaseIterable {
     var needsWrk: Bool { self == .rangeRate || self == .small }
 
     /// The servers measured side by side, Counterpart first; with `eventsReader`, the first
-    /// Counterpart again right after it, with a client reading its events.
-    func lineup(eventsReader: Bool) -> [ServerSpec] {
+    /// Counterpart again right after it, with a client reading its events; with `baseline`,
+    /// each Counterpart (but one with a reader) followed by the same from the baseline binary.
+    func lineup(eventsReader: Bool, baseline: Bool = false) -> [ServerSpec] {
         var lineup = baseLineup
-        if eventsReader, self == .small || self == .upload, case .counterpart(let threads, let sync, let memory, _) = lineup[0] {
+        if eventsReader, self == .small || self == .upload, case .counterpart(let threads, let sync, let memory, _, _) = lineup[0] {
             lineup.insert(.counterpart(threads: threads, sync: sync, memory: memory, eventsReader: true), at: 1)
         }
+        if baseline {
+            lineup = lineup.flatMap { spec in [spec] + (spec.baselineTwin.map { [$0] } ?? []) }
+        }
         return lineup
+    }
+
+    /// With `--baseline`: each Counterpart of the line-up over the same from the baseline
+    /// binary (current / baseline; below 1 is slower than the earlier build).
+    var baselineComparisons: [Comparison] {
+        baseLineup.compactMap { spec in spec.baselineTwin.map { Comparison(spec, .server($0)) } }
     }
 
     private var baseLineup: [ServerSpec] {
@@ -362,6 +372,8 @@ final class ServerBench {
     private(set) var wrk: String?
     private var nginx: String?
     private(set) var counterpart: String?
+    /// The earlier build given by `--baseline`, measured beside `counterpart`.
+    private(set) var baseline: String?
     private var mhd: String?
     private var dd: String?
     private var defaultThreads: String?
@@ -385,13 +397,9 @@ final class ServerBench {
             counterpart = access(candidate, X_OK) == 0 ? candidate : nil
             let peer = options.peersFolder + "/mhd_upload_server"
             mhd = access(peer, X_OK) == 0 ? peer : nil
-            if let counterpart, let help = try? runCommand(counterpart, ["--help"], timeout: 10) {
-                // "--threads N   threads serving connections (default 2; 0: one per connection)"
-                if let range = help.output.range(of: "connections (default ") ?? help.errorOutput.range(of: "connections (default ") {
-                    let text = help.output.isEmpty ? help.errorOutput : help.output
-                    defaultThreads = String(text[range.upperBound...].prefix { $0.isNumber })
-                }
-            }
+            baseline = options.baselinePath
+            defaultThreads = counterpart.flatMap(Self.defaultThreads(of:))
+            let baselineThreads = baseline.flatMap(Self.defaultThreads(of:))
             let nginxVersion = nginx.flatMap { try? runCommand($0, ["-v"], timeout: 10) }
                 .map { ($0.errorOutput + $0.output).trimmingCharacters(in: .whitespacesAndNewlines) }
             let wrkVersion = wrk.flatMap { try? runCommand($0, ["--version"], timeout: 10) }
@@ -400,7 +408,7 @@ final class ServerBench {
             print("""
 
                 Server suite: Counterpart beside nginx and a C libmicrohttpd server, over loopback (127.0.0.1), started and stopped by this run
-                  counterpart: \(counterpart.map { "\($0) (\(threadsText), --quiet)" } ?? "NOT FOUND beside counterpart-bench: build it with `swift build -c release --product counterpart` (make bench does)")
+                  counterpart: \(counterpart.map { "\($0) (\(threadsText), --quiet)" } ?? "NOT FOUND beside counterpart-bench: build it with `swift build -c release --product counterpart` (make bench does)")\(baseline.map { "\n  baseline:    \($0) (--baseline: \(baselineThreads.map { "\($0) threads" } ?? "its default threads"), the same flags as counterpart beside each of its rows; ratios current / baseline)" } ?? "")
                   nginx:       \(nginx.map { "\($0) (\(nginxVersion ?? "?")), 1 and 2 workers" } ?? "NOT FOUND: install it with `scripts/setup nginx wrk` (make bench does); its rows are skipped")
                   C peer:      \(mhd.map { "\($0) (bench/peers/mhd_upload_server.c: libmicrohttpd \(libmicrohttpdVersion()), MHD_PostProcessor, 2 threads, epoll)" } ?? "NOT FOUND in \(options.peersFolder): make bench builds it with gcc; its rows are skipped")
                   curl:        \(curl ?? "NOT FOUND")
@@ -437,6 +445,15 @@ final class ServerBench {
         return fixture != nil
     }
 
+    /// The default of `--threads` a Counterpart binary states in its `--help`.
+    private static func defaultThreads(of binary: String) -> String? {
+        guard let help = try? runCommand(binary, ["--help"], timeout: 10) else { return nil }
+        // "--threads N   threads serving connections (default 2; 0: one per connection)"
+        let text = help.output + help.errorOutput
+        guard let range = text.range(of: "connections (default ") else { return nil }
+        return String(text[range.upperBound...].prefix { $0.isNumber })
+    }
+
     /// The libmicrohttpd the C peer was built with, as pkg-config names it.
     private func libmicrohttpdVersion() -> String {
         guard let pkgConfig = findExecutable("pkg-config"),
@@ -463,8 +480,9 @@ final class ServerBench {
 
     private func label(_ spec: ServerSpec) -> String {
         switch spec {
-        case .counterpart(let threads, let sync, let memory, let reader):
+        case .counterpart(let threads, let sync, let memory, let reader, let baseline):
             let flags = ServerSpec.flagsText(sync: sync, memory: memory) + (reader ? ", an events reader attached" : "")
+                + (baseline ? " (baseline)" : "")
             switch threads {
             case nil: return "Counterpart" + flags
             case 0: return "Counterpart --threads 0 (thread per connection)" + flags
@@ -487,10 +505,14 @@ final class ServerBench {
         for spec in specs {
             let folder = fixture.folder + "/" + spec.key
             switch spec {
-            case .counterpart(let threads, let sync, let memory, let reader):
+            case .counterpart(let threads, let sync, let memory, let reader, let baseline):
+                guard let binary = baseline ? self.baseline : counterpart else {
+                    missing.append("\(label(spec)): no --baseline binary")
+                    continue
+                }
                 let server = try ServerUnderTest.startCounterpart(
-                    binary: counterpart!, threads: threads, sync: sync, memory: memory, extra: counterpartExtra, label: label(spec),
-                    root: fixture.root, folder: folder, eventsReader: reader)
+                    binary: binary, threads: threads, sync: sync, memory: memory, extra: counterpartExtra, label: label(spec),
+                    root: fixture.root, folder: folder, eventsReader: reader, baseline: baseline)
                 servers.append(server)
                 if reader { server.eventsReader = try EventsReader(port: server.port) }
             case .nginx(let workers):
@@ -556,7 +578,7 @@ final class ServerBench {
         do {
             // The C peer as each kind of server would run: tuned for large bodies on the upload
             // row, libmicrohttpd's default elsewhere (it zeroes that memory before every request).
-            let started = try startServers(measure.lineup(eventsReader: options.eventsReader), fixture: fixture,
+            let started = try startServers(measure.lineup(eventsReader: options.eventsReader, baseline: baseline != nil), fixture: fixture,
                                            mhdConnectionMemory: measure == .upload ? ServerSpec.uploadConnectionMemory : nil)
             servers = started.servers
             for missing in started.missing { print("  not measured: \(missing)") }
@@ -624,7 +646,8 @@ final class ServerBench {
             return (servers[index], results[index])
         }
         var lines: [String] = []
-        for comparison in measure.comparisons {
+        let baselineComparisons = context.options.baselinePath == nil ? [] : measure.baselineComparisons
+        for comparison in measure.comparisons + baselineComparisons {
             guard let (subject, subjectResult) = result(comparison.subject) else { continue }
             let peerLabel: String
             let peerFigure: Samples

@@ -1,6 +1,7 @@
 // The servers the server and scaling suites measure, each a child process with a folder of
-// its own: the release `counterpart`, nginx, and the C libmicrohttpd peer built from
-// bench/peers/mhd_upload_server.c. All listen on 127.0.0.1 only.
+// its own: the release `counterpart` (with `--baseline`, an earlier build of it too), nginx,
+// and the C libmicrohttpd peer built from bench/peers/mhd_upload_server.c. All listen on
+// 127.0.0.1 only.
 
 import Foundation
 
@@ -14,8 +15,10 @@ import Musl
 enum ServerSpec: Hashable {
     /// `sync` is Counterpart's `--sync` (`none` or `full`) and `memory` its
     /// `--connection-memory` in bytes; nil leaves the flag out.
-    /// With `eventsReader`, a client reads `/__counterpart/events` all along.
-    case counterpart(threads: Int?, sync: String?, memory: Int? = nil, eventsReader: Bool = false)
+    /// With `eventsReader`, a client reads `/__counterpart/events` all along. With
+    /// `baseline`, the binary is the one given by `--baseline` (an earlier build), started
+    /// with the same flags.
+    case counterpart(threads: Int?, sync: String?, memory: Int? = nil, eventsReader: Bool = false, baseline: Bool = false)
     case nginx(workers: String)
     /// bench/peers/mhd_upload_server.c: MHD_PostProcessor, file parts written as they come.
     case mhd
@@ -30,12 +33,19 @@ enum ServerSpec: Hashable {
 
     var isCounterpart: Bool { if case .counterpart = self { true } else { false } }
 
+    /// The same Counterpart (same flags) run from the `--baseline` binary; nil for the other
+    /// servers and for a Counterpart with an events reader.
+    var baselineTwin: ServerSpec? {
+        guard case .counterpart(let threads, let sync, let memory, false, false) = self else { return nil }
+        return .counterpart(threads: threads, sync: sync, memory: memory, baseline: true)
+    }
+
     /// A short name for the ratios.
     var shortName: String {
         switch self {
-        case .counterpart(let threads, let sync, let memory, let reader):
+        case .counterpart(let threads, let sync, let memory, let reader, let baseline):
             "Counterpart" + (threads.map { " --threads \($0)" } ?? "") + Self.flagsText(sync: sync, memory: memory)
-                + (reader ? " + events reader" : "")
+                + (reader ? " + events reader" : "") + (baseline ? " (baseline)" : "")
         case .nginx(let workers): "nginx \(workers)w"
         case .mhd: "C MHD"
         }
@@ -50,9 +60,9 @@ enum ServerSpec: Hashable {
     /// A name for folders and the JSON summary.
     var key: String {
         switch self {
-        case .counterpart(let threads, let sync, let memory, let reader):
+        case .counterpart(let threads, let sync, let memory, let reader, let baseline):
             "counterpart" + (threads.map { "-threads-\($0)" } ?? "") + (sync.map { "-sync-\($0)" } ?? "")
-                + (memory.map { "-memory-\($0 >> 10)k" } ?? "") + (reader ? "-events-reader" : "")
+                + (memory.map { "-memory-\($0 >> 10)k" } ?? "") + (reader ? "-events-reader" : "") + (baseline ? "-baseline" : "")
         case .nginx(let workers): "nginx-\(workers)w"
         case .mhd: "mhd-c"
         }
@@ -116,15 +126,16 @@ final class ServerUnderTest {
     }
 
     /// Starts `counterpart --port 0 --root ROOT --uploads FOLDER/uploads --quiet [--threads N]
-    /// [--sync MODE] EXTRA` (the build `make bench` made from this tree).
+    /// [--sync MODE] EXTRA` (the build `make bench` made from this tree, or with `baseline`
+    /// the earlier build given by `--baseline`).
     static func startCounterpart(
         binary: String, threads: Int?, sync: String?, memory: Int? = nil, extra: [String] = [], label: String, root: String, folder: String,
-        eventsReader: Bool = false
+        eventsReader: Bool = false, baseline: Bool = false
     ) throws -> ServerUnderTest {
         let uploads = folder + "/uploads"
         let base = ["--port", "0", "--root", root, "--uploads", uploads, "--quiet"]
             + (threads.map { ["--threads", String($0)] } ?? []) + (memory.map { ["--connection-memory", String($0)] } ?? []) + extra
-        return try startListening(spec: .counterpart(threads: threads, sync: sync, memory: memory, eventsReader: eventsReader), binary: binary,
+        return try startListening(spec: .counterpart(threads: threads, sync: sync, memory: memory, eventsReader: eventsReader, baseline: baseline), binary: binary,
                                   arguments: base + (sync.map { ["--sync", $0] } ?? []), label: label, folder: folder, storeFolder: uploads)
     }
 
