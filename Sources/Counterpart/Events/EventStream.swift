@@ -35,23 +35,35 @@ struct EventsEndpoint: Sendable {
         guard let opening = events.openReader(lastEventID: lastEventID, socket: head.connection?.socket) else {
             return Response.error(503, "the server is stopping")
         }
-        var preamble = "retry: 2000\n\n"
+        var preamble = JSONWriter(capacity: 1024)
+        preamble.raw("retry: 2000\n\n")
         if !opening.resumed {
-            let snapshot = JSON.object([
-                ("resumed", .bool(false)),
-                ("lastEventId", lastEventID.map(JSON.unsigned) ?? .null),
-                ("nextId", .unsigned(opening.lastID + 1)),
-                ("transfers", .array(opening.transfers.map { ServerEvent(id: 0, stored: .transfer($0)).json })),
-                ("resumable", .array(opening.resumable.map(\.json))),
-                ("rules", .array(faults.rules.map(\.json))),
-            ])
             // Its id is the last event's before the stream: a client that reconnects from
             // here misses nothing.
-            preamble += "id: \(opening.lastID)\nevent: snapshot\ndata: \(snapshot.serialized)\n\n"
+            preamble.raw("id: ")
+            preamble.digits(opening.lastID)
+            preamble.raw("\nevent: snapshot\ndata: ")
+            preamble.beginObject()
+            preamble.key("resumed")
+            preamble.bool(false)
+            preamble.key("lastEventId")
+            preamble.unsigned(lastEventID)
+            preamble.key("nextId")
+            preamble.unsigned(opening.lastID + 1)
+            preamble.key("transfers")
+            preamble.beginArray()
+            for transfer in opening.transfers { transfer.write(to: &preamble) }
+            preamble.endArray()
+            preamble.key("resumable")
+            preamble.value(.array(opening.resumable.map(\.json)))
+            preamble.key("rules")
+            preamble.value(.array(faults.rules.map(\.json)))
+            preamble.endObject()
+            preamble.raw("\n\n")
         }
         return Response(status: 200, headers: headers,
                         body: .stream(length: .max, EventStreamBody(events: events, reader: opening.reader, socket: head.connection?.socket,
-                                                                    preamble: Array(preamble.utf8))))
+                                                                    preamble: preamble.bytes)))
     }
 }
 

@@ -185,7 +185,7 @@ public final class ServerEvents: Sendable {
         /// Made once, by the first reader that needs it, then shared.
         var frame: [UInt8] {
             if let made = rendered.withLock({ $0 }) { return made }
-            let made = event.frame
+            let made = event.frame(capacity: bytes + 512)
             rendered.withLock { $0 = made }
             return made
         }
