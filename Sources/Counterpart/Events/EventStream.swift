@@ -17,6 +17,7 @@ struct EventsEndpoint: Sendable {
     static let shortestPause = 5
     static let longestPause = 100
     static let heartbeatSeconds = 15.0
+    static let keepAlive = Array(": keep-alive\n\n".utf8)
     /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
     static let readBytes = streamBlockSize
 
@@ -68,15 +69,22 @@ struct EventsEndpoint: Sendable {
 }
 
 /// One client's event stream: reads its events from the backlog as the connection can take
-/// them, and lets go of its place when the connection ends.
+/// them, writing their frames straight into the connection's buffer, and lets go of its
+/// place when the connection ends.
 final class EventStreamBody: ResponseStream {
     private let events: ServerEvents
     private let reader: Int
     /// The connection's socket: a client that has gone is noticed while the stream is idle,
     /// not only when the next event or keep-alive is written.
     private let socket: Int32?
-    private var pending: [UInt8]
-    private var sent = 0
+    /// Bytes begun and not all written (the preamble, a keep-alive, a frame larger than the
+    /// room left), and how many of them are.
+    private var partial: [UInt8]
+    private var partialSent = 0
+    /// Events read from the backlog and not yet written, from `next` on: the array keeps its
+    /// capacity, so that reading allocates nothing.
+    private var queued: [ServerEvents.Slot] = []
+    private var next = 0
     private var lastWrite = MonotonicClock.seconds()
     private var pauseMilliseconds = EventsEndpoint.shortestPause
 
@@ -84,33 +92,45 @@ final class EventStreamBody: ResponseStream {
         self.events = events
         self.reader = reader
         self.socket = socket
-        pending = preamble
+        partial = preamble
+        queued.reserveCapacity(256)
     }
 
     func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
-        if sent == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            sent = 0
-            switch events.read(reader, bytes: EventsEndpoint.readBytes) {
-            case .dropped:
-                return .cut
-            case .events(let slots) where slots.isEmpty:
-                if let socket, Platform.peerHasClosed(socket) { return .cut }
-                guard MonotonicClock.seconds() - lastWrite >= EventsEndpoint.heartbeatSeconds else {
-                    defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
-                    return .pause(.duration(.milliseconds(pauseMilliseconds)))
-                }
-                pending.append(contentsOf: ": keep-alive\n\n".utf8)
-            case .events(let slots):
-                pauseMilliseconds = EventsEndpoint.shortestPause
-                for slot in slots { pending.append(contentsOf: slot.frame) }
+        var written = 0
+        while written < buffer.count {
+            if partialSent < partial.count {
+                let count = min(buffer.count - written, partial.count - partialSent)
+                partial.withUnsafeBytes { (buffer.baseAddress! + written).copyMemory(from: $0.baseAddress! + partialSent, byteCount: count) }
+                partialSent += count
+                written += count
+                continue
             }
+            if next == queued.count {
+                queued.removeAll(keepingCapacity: true)
+                next = 0
+                guard events.read(reader, bytes: buffer.count - written, into: &queued) else { return written > 0 ? .bytes(written) : .cut }
+                if queued.isEmpty {
+                    if written > 0 { break }
+                    if let socket, Platform.peerHasClosed(socket) { return .cut }
+                    guard MonotonicClock.seconds() - lastWrite >= EventsEndpoint.heartbeatSeconds else {
+                        defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
+                        return .pause(.duration(.milliseconds(pauseMilliseconds)))
+                    }
+                    partial = EventsEndpoint.keepAlive
+                    partialSent = 0
+                    continue
+                }
+                pauseMilliseconds = EventsEndpoint.shortestPause
+            }
+            // A frame is made once (by the first reader) and copied in here; what does not
+            // fit goes out with the next read.
+            partial = queued[next].frame
+            partialSent = 0
+            next += 1
         }
-        let count = min(buffer.count, pending.count - sent)
-        pending.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + sent, byteCount: count) }
-        sent += count
         lastWrite = MonotonicClock.seconds()
-        return .bytes(count)
+        return .bytes(written)
     }
 
     deinit { events.closeReader(reader) }
