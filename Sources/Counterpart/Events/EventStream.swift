@@ -14,8 +14,15 @@ struct EventsEndpoint: Sendable {
     /// come, doubling while none do, up to 100 ms. Under a flood of requests a longer first
     /// wait let a reader fall behind the backlog (a timer fires late on busy cores), and a
     /// stream with nothing to send costs ten wake-ups a second.
+    ///
+    /// From `wakeablePause` on (no event for 15 ms) the next event also wakes the stream
+    /// (`ServerEvents.wakeOnNext`): after 100 ms of quiet a flood that begins would
+    /// otherwise pass 4,096 events (the backlog) before the stream looked, and the reader
+    /// was dropped. Under the flood itself the pauses stay at 5 ms and nothing wakes them:
+    /// a wake-up per event would cost more than the events read in batches every 5 ms.
     static let shortestPause = 5
     static let longestPause = 100
+    static let wakeablePause = 20
     static let heartbeatSeconds = 15.0
     static let keepAlive = Array(": keep-alive\n\n".utf8)
     /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
@@ -87,6 +94,8 @@ final class EventStreamBody: ResponseStream {
     private var next = 0
     private var lastWrite = MonotonicClock.seconds()
     private var pauseMilliseconds = EventsEndpoint.shortestPause
+    /// Whether the pause just asked for is long enough for the next event to end it.
+    private var wakeable = false
 
     init(events: ServerEvents, reader: Int, socket: Int32?, preamble: [UInt8]) {
         self.events = events
@@ -114,6 +123,7 @@ final class EventStreamBody: ResponseStream {
                     if written > 0 { break }
                     if let socket, Platform.peerHasClosed(socket) { return .cut }
                     guard MonotonicClock.seconds() - lastWrite >= EventsEndpoint.heartbeatSeconds else {
+                        wakeable = pauseMilliseconds >= EventsEndpoint.wakeablePause
                         defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
                         return .pause(.duration(.milliseconds(pauseMilliseconds)))
                     }
@@ -131,6 +141,10 @@ final class EventStreamBody: ResponseStream {
         }
         lastWrite = MonotonicClock.seconds()
         return .bytes(written)
+    }
+
+    func suspended(_ waker: Waker) {
+        if wakeable { events.wakeOnNext(reader, waker) }
     }
 
     deinit { events.closeReader(reader) }

@@ -93,11 +93,12 @@ public final class ServerEvents: Sendable {
     private func publish(_ stored: ServerEvent.Stored, bytes: Int = 256) {
         // Made before the lock is taken: under it, only references move (and the id is given).
         let slot = Slot(stored, bytes: bytes)
-        let (evicted, unsubscribed) = state.withLock { state -> (State.Evicted, [AsyncStream<ServerEvent>.Continuation]) in
-            guard !state.closed else { return (State.Evicted(), []) }
+        let (evicted, unsubscribed, wakers) = state.withLock { state -> (State.Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) in
+            guard !state.closed else { return (State.Evicted(), [], []) }
             return state.append(slot, maxBytes: Self.backlogBytes)
         }
         _ = evicted  // released here, outside the lock
+        for waker in wakers { waker.wake() }
         guard !unsubscribed.isEmpty else { return }
         listeners.subtract(unsubscribed.count, ordering: .relaxed)
         // Outside the lock: finishing calls the stream's onTermination, which takes it.
@@ -151,8 +152,27 @@ public final class ServerEvents: Sendable {
         }
     }
 
+    /// Wakes `reader`'s stream (suspended, waiting for events) with `waker` when the next
+    /// event comes, or at once if one has come since it last read: a stream that has been
+    /// idle starts reading again at the first event of a burst instead of after its pause
+    /// (when that many may have passed that the backlog no longer holds them).
+    func wakeOnNext(_ reader: Int, _ waker: Waker) {
+        let now = state.withLock { state -> Bool in
+            guard let found = state.readers[reader], found.cursor != Reader.dropped, !state.closed else { return false }
+            if found.cursor < state.nextID { return true }
+            if found.waker == nil { state.waiting += 1 }
+            state.readers[reader]?.waker = waker
+            return false
+        }
+        if now { waker.wake() }
+    }
+
     func closeReader(_ reader: Int) {
-        let removed = state.withLock { $0.readers.removeValue(forKey: reader) != nil }
+        let removed = state.withLock { state -> Bool in
+            guard let reader = state.readers.removeValue(forKey: reader) else { return false }
+            if reader.waker != nil { state.waiting -= 1 }
+            return true
+        }
         if removed { listeners.subtract(1, ordering: .relaxed) }
     }
 
@@ -200,6 +220,8 @@ public final class ServerEvents: Sendable {
         /// The id of the next event it reads.
         var cursor: UInt64
         let socket: Int32?
+        /// Set while its stream is suspended waiting for the next event.
+        var waker: Waker?
 
         /// The cursor of a reader that fell behind the backlog.
         static let dropped = UInt64.max
@@ -220,6 +242,8 @@ public final class ServerEvents: Sendable {
         var nextID = State.firstID()
         var nextKey = 0
         var readers: [Int: Reader] = [:]
+        /// Readers with a `waker`.
+        var waiting = 0
         var subscribers: [Int: AsyncStream<ServerEvent>.Continuation] = [:]
         /// Transfers in flight and resumable uploads not yet ended, for a new reader's snapshot.
         var transfers: [Int: ServerEvent.Transfer] = [:]
@@ -251,8 +275,9 @@ public final class ServerEvents: Sendable {
 
         /// Adds `slot` with the next id, dropping the oldest past the count or the bytes;
         /// readers that had not read those are dropped; subscribers get it. Returns the
-        /// slots dropped and the subscribers that were (for the caller to finish).
-        mutating func append(_ slot: Slot, maxBytes: Int) -> (Evicted, [AsyncStream<ServerEvent>.Continuation]) {
+        /// slots dropped, the subscribers that were (for the caller to finish) and the
+        /// wakers of the readers waiting for an event (for the caller to call).
+        mutating func append(_ slot: Slot, maxBytes: Int) -> (Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) {
             slot.id = nextID
             nextID += 1
             var evicted = Evicted()
@@ -296,7 +321,16 @@ public final class ServerEvents: Sendable {
             case .request, .rule:
                 break
             }
-            return (evicted, unsubscribed)
+            var wakers: [Waker] = []  // made only when a reader waits: the first event after a quiet spell
+            if waiting > 0 {
+                for index in readers.values.indices {
+                    guard let waker = readers.values[index].waker else { continue }
+                    wakers.append(waker)
+                    readers.values[index].waker = nil
+                }
+                waiting = 0
+            }
+            return (evicted, unsubscribed, wakers)
         }
 
         /// The slots from id `cursor` on, about `bytes` of them.

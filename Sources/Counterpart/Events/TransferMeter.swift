@@ -119,4 +119,6 @@ final class MeteredStream: ResponseStream {
         }
         return read
     }
+
+    func suspended(_ waker: Waker) { inner.suspended(waker) }
 }

@@ -123,6 +123,39 @@ struct EventStreamTests {
         #expect(waitUntil { server.server.events.listening == 0 })
     }
 
+    /// A stream idle long enough to pause 100 ms between looks is woken by the next event
+    /// (`ServerEvents.wakeOnNext`): the event arrives in milliseconds, not after the rest of
+    /// the pause (half of it at the median), so that a flood that starts after a quiet spell
+    /// does not pass the backlog before the stream looks.
+    @Test func anIdleStreamIsWokenByTheNextEvent() throws {
+        let server = try TestServer()
+        let socket = try connectedSocket(port: server.server.port)
+        defer { close(socket) }
+        let request = "GET /__counterpart/events HTTP/1.1\r\nHost: x\r\n\r\n"
+        _ = request.withCString { send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        /// Milliseconds until something arrives (nil: nothing within 2 s), what came read.
+        func arrival() -> Double? {
+            let start = ContinuousClock.now
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 2_000) == 1, recv(socket, &chunk, chunk.count, 0) > 0 else { return nil }
+            let waited = ContinuousClock.now - start
+            return Double(waited.components.seconds) * 1e3 + Double(waited.components.attoseconds) / 1e15
+        }
+        #expect(arrival() != nil, "the head and the snapshot")
+        var delays: [Double] = []
+        for trial in 0..<9 {
+            // Quiet for long enough that the stream pauses 100 ms at a time (5, 10, 20, 40,
+            // 80, then 100 ms: 155 ms).
+            Thread.sleep(forTimeInterval: 0.4)
+            while recv(socket, &chunk, chunk.count, Int32(MSG_DONTWAIT)) > 0 {}  // anything left over
+            try server.server.faults.arm(path: "/trial-\(trial)", fault: "status=503", times: 1)
+            delays.append(try #require(arrival(), "trial \(trial): the rule's event"))
+        }
+        let median = delays.sorted()[delays.count / 2]
+        #expect(median < 25, "milliseconds from the event to its arrival: \(delays)")
+    }
+
     /// A client that stops reading: the events it has not read pile up in its socket, then
     /// the backlog passes it by and it is dropped (its connection shut); uploads go on at
     /// their pace throughout, and a client that reads stays.
