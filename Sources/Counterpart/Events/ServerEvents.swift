@@ -31,6 +31,8 @@ public final class ServerEvents: Sendable {
     /// someone is listening.
     private let listeners = Atomic<Int>(0)
     private let transferIDs = Atomic<Int>(1)
+    /// Downloads sent with sendfile, metered from their sockets.
+    let sentFiles = SentFiles()
 
     init(backlog: Int) {
         self.backlog = max(backlog, 1)
@@ -72,6 +74,8 @@ public final class ServerEvents: Sendable {
     // MARK: - Publishing
 
     func requestFinished(_ request: CompletedRequest, sequence: Int?) {
+        // A file sent with sendfile tells its last transfer event before its request's.
+        sentFiles.end(request.head.connection, bytesSent: request.completed ? request.bodyBytes : nil)
         publish(.request(request, sequence: sequence), bytes: RequestJournal.textBytes(of: request))
     }
 
@@ -178,6 +182,7 @@ public final class ServerEvents: Sendable {
 
     /// Ends every stream and subscription: the server is stopping.
     func close() {
+        sentFiles.stop()
         let subscribers = state.withLock { state -> [AsyncStream<ServerEvent>.Continuation] in
             state.closed = true
             for reader in state.readers.values { reader.shut() }

@@ -245,6 +245,43 @@ struct EventStreamTests {
         #expect(fired == [1, 0])
     }
 
+    /// A file sent with sendfile: its progress is read from the connection's socket (the
+    /// bytes the client has acknowledged), at most every 250 ms, and ends at its length.
+    @Test(.timeLimit(.minutes(1))) func aSendfileDownloadTellsItsProgress() async throws {
+        let total = 64 << 20
+        let server = try TestServer(serving: ["big.bin": testBytes(count: total)])
+        let events = server.server.events.subscribe()
+        var iterator = events.makeAsyncIterator()
+        let started = ContinuousClock.now
+        let download = Process()
+        download.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        download.arguments = ["-s", "-o", "/dev/null", "--limit-rate", "16M", server.url("/big.bin")]
+        try download.run()
+        var transfers: [ServerEvent.Transfer] = []
+        while transfers.last?.ended != true, let event = await iterator.next() {
+            if case .transfer(let transfer) = event.kind, transfer.direction == .download { transfers.append(transfer) }
+        }
+        download.waitUntilExit()
+        #expect(download.terminationStatus == 0)
+        // 64 MiB at 16 MiB/s: about 4 s, so a dozen events or more.
+        #expect(transfers.count >= 8, "\(transfers.map(\.bytes))")
+        #expect(Set(transfers.map(\.id)).count == 1 && transfers.allSatisfy { $0.path == "/big.bin" && $0.total == UInt64(total) })
+        // Never back; the same twice when curl's rate limit has filled the socket buffers
+        // and nothing moved for a quarter of a second.
+        #expect(zip(transfers, transfers.dropFirst()).allSatisfy { $0.bytes <= $1.bytes }, "increasing: \(transfers.map(\.bytes))")
+        #expect(Set(transfers.map(\.bytes)).count >= 6, "\(transfers.map(\.bytes))")
+        #expect(transfers.last?.ended == true && transfers.last?.bytes == UInt64(total))
+        #expect(transfers.dropLast().allSatisfy { !$0.ended && $0.bytes < UInt64(total) })
+        let elapsed = started.duration(to: .now)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        #expect(Double(transfers.count) <= seconds / 0.25 + 2, "at most every 250 ms: \(transfers.count) in \(seconds) s")
+        // The last event's rate is the whole transfer's: curl's 16 MiB/s, near enough.
+        let rate = transfers.last?.bytesPerSecond ?? 0
+        #expect(rate > 8_000_000 && rate < 32_000_000, "\(rate)")
+        let entry = try #require(server.server.journal.waitForRequests(path: "/big.bin").first)
+        #expect(entry.bytesSent == UInt64(total))
+    }
+
     @Test(.timeLimit(.minutes(1))) func aTusUploadIsCreatedMovesItsOffsetAndCompletes() async throws {
         let server = try TestServer()
         let events = server.server.events.subscribe()
