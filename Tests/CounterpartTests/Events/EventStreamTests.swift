@@ -249,7 +249,12 @@ struct EventStreamTests {
     /// bytes the client has acknowledged), at most every 250 ms, and ends at its length.
     @Test(.timeLimit(.minutes(1))) func aSendfileDownloadTellsItsProgress() async throws {
         let total = 64 << 20
-        let server = try TestServer(serving: ["big.bin": testBytes(count: total)])
+        // 1 MiB of test bytes 64 times: made in a moment (64 MiB byte by byte would keep a
+        // core busy for seconds in a debug build, under the other suites' timed tests).
+        let mebibyte = testBytes(count: 1 << 20)
+        var file = Data(capacity: total)
+        for _ in 0..<(total >> 20) { file.append(mebibyte) }
+        let server = try TestServer(serving: ["big.bin": file])
         let events = server.server.events.subscribe()
         var iterator = events.makeAsyncIterator()
         let started = ContinuousClock.now
