@@ -8,13 +8,25 @@ package struct ASCIIWriter {
     /// A string of at most `capacity` bytes, as `write` writes it.
     package static func string(capacity: Int, _ write: (inout ASCIIWriter) -> Void) -> String {
         String(unsafeUninitializedCapacity: capacity) { buffer in
-            var writer = ASCIIWriter(buffer: buffer)
+            var writer = ASCIIWriter(buffer)
             write(&writer)
             return writer.count
         }
     }
 
-    private init(buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
+    /// A string of at most `capacity` bytes, as `write` writes it; nil when it declines.
+    package static func optionalString(capacity: Int, _ write: (inout ASCIIWriter) -> Bool) -> String? {
+        var declined = false
+        let text = String(unsafeUninitializedCapacity: capacity) { buffer in
+            var writer = ASCIIWriter(buffer)
+            declined = !write(&writer)
+            return declined ? 0 : writer.count
+        }
+        return declined ? nil : text
+    }
+
+    /// Writes into `buffer`, which must hold what is written.
+    package init(_ buffer: UnsafeMutableBufferPointer<UInt8>) { self.buffer = buffer }
 
     package mutating func byte(_ byte: UInt8) {
         buffer[count] = byte

@@ -19,33 +19,50 @@ public struct HTTPDate: Comparable, Hashable, Sendable, CustomStringConvertible 
 
     /// The IMF-fixdate form: `Sun, 06 Nov 1994 08:49:37 GMT`; every file response carries one.
     public var description: String {
+        if let text = ASCIIWriter.optionalString(capacity: Self.imfFixdateLength, { write(to: &$0) }) { return text }
+        // Outside the four-digit years (never a file's date): the slow general form.
+        let (_, secondsOfDay, year, month, day, weekday) = fields
+        var yearText = String(year)
+        while yearText.count < 4 { yearText = "0" + yearText }
+        return "\(Self.weekdays[weekday]), \(Self.twoDigits(day)) \(Self.months[month - 1]) \(yearText) "
+            + "\(Self.twoDigits(secondsOfDay / 3600)):\(Self.twoDigits(secondsOfDay / 60 % 60)):\(Self.twoDigits(secondsOfDay % 60)) GMT"
+    }
+
+    /// The bytes of an IMF-fixdate.
+    package static let imfFixdateLength = 29
+
+    /// The IMF-fixdate written into `buffer` (`imfFixdateLength` bytes at least): the bytes
+    /// written, nil outside the four-digit years (`description` has those). A JSON writer
+    /// puts it in its text without making a string.
+    package func write(into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int? {
+        var out = ASCIIWriter(buffer)
+        return write(to: &out) ? out.count : nil
+    }
+
+    private func write(to out: inout ASCIIWriter) -> Bool {
+        let (_, secondsOfDay, year, month, day, weekday) = fields
+        guard (0...9999).contains(year) else { return false }
+        out.text("SunMonTueWedThuFriSat", index: weekday, width: 3)
+        out.text(", ")
+        out.number(UInt64(day), minimumDigits: 2)
+        out.byte(0x20)
+        out.text("JanFebMarAprMayJunJulAugSepOctNovDec", index: month - 1, width: 3)
+        out.byte(0x20)
+        out.number(UInt64(year), minimumDigits: 4)
+        out.byte(0x20)
+        out.number(UInt64(secondsOfDay / 3600), minimumDigits: 2)
+        out.byte(0x3A)
+        out.number(UInt64(secondsOfDay / 60 % 60), minimumDigits: 2)
+        out.byte(0x3A)
+        out.number(UInt64(secondsOfDay % 60), minimumDigits: 2)
+        out.text(" GMT")
+        return true
+    }
+
+    private var fields: (days: Int64, secondsOfDay: Int, year: Int, month: Int, day: Int, weekday: Int) {
         let days = secondsSince1970 >= 0 ? secondsSince1970 / 86_400 : (secondsSince1970 - 86_399) / 86_400
-        let secondsOfDay = Int(secondsSince1970 - days * 86_400)
         let (year, month, day) = Self.civil(fromDays: days)
-        let weekday = Int(((days % 7) + 7 + 4) % 7)  // 1970-01-01 was a Thursday
-        guard (0...9999).contains(year) else {
-            // Outside the four-digit years (never a file's date): the slow general form.
-            var yearText = String(year)
-            while yearText.count < 4 { yearText = "0" + yearText }
-            return "\(Self.weekdays[weekday]), \(Self.twoDigits(day)) \(Self.months[month - 1]) \(yearText) "
-                + "\(Self.twoDigits(secondsOfDay / 3600)):\(Self.twoDigits(secondsOfDay / 60 % 60)):\(Self.twoDigits(secondsOfDay % 60)) GMT"
-        }
-        return ASCIIWriter.string(capacity: 29) { out in
-            out.text("SunMonTueWedThuFriSat", index: weekday, width: 3)
-            out.text(", ")
-            out.number(UInt64(day), minimumDigits: 2)
-            out.byte(0x20)
-            out.text("JanFebMarAprMayJunJulAugSepOctNovDec", index: month - 1, width: 3)
-            out.byte(0x20)
-            out.number(UInt64(year), minimumDigits: 4)
-            out.byte(0x20)
-            out.number(UInt64(secondsOfDay / 3600), minimumDigits: 2)
-            out.byte(0x3A)
-            out.number(UInt64(secondsOfDay / 60 % 60), minimumDigits: 2)
-            out.byte(0x3A)
-            out.number(UInt64(secondsOfDay % 60), minimumDigits: 2)
-            out.text(" GMT")
-        }
+        return (days, Int(secondsSince1970 - days * 86_400), year, month, day, Int(((days % 7) + 7 + 4) % 7))  // 1970-01-01 was a Thursday
     }
 
     private static func twoDigits(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }

@@ -14,9 +14,17 @@ struct EventsEndpoint: Sendable {
     /// come, doubling while none do, up to 100 ms. Under a flood of requests a longer first
     /// wait let a reader fall behind the backlog (a timer fires late on busy cores), and a
     /// stream with nothing to send costs ten wake-ups a second.
+    ///
+    /// From `wakeablePause` on (no event for 15 ms) the next event also wakes the stream
+    /// (`ServerEvents.wakeOnNext`): after 100 ms of quiet a flood that begins would
+    /// otherwise pass 4,096 events (the backlog) before the stream looked, and the reader
+    /// was dropped. Under the flood itself the pauses stay at 5 ms and nothing wakes them:
+    /// a wake-up per event would cost more than the events read in batches every 5 ms.
     static let shortestPause = 5
     static let longestPause = 100
+    static let wakeablePause = 20
     static let heartbeatSeconds = 15.0
+    static let keepAlive = Array(": keep-alive\n\n".utf8)
     /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
     static let readBytes = streamBlockSize
 
@@ -35,70 +43,108 @@ struct EventsEndpoint: Sendable {
         guard let opening = events.openReader(lastEventID: lastEventID, socket: head.connection?.socket) else {
             return Response.error(503, "the server is stopping")
         }
-        var preamble = "retry: 2000\n\n"
+        var preamble = JSONWriter(capacity: 1024)
+        preamble.raw("retry: 2000\n\n")
         if !opening.resumed {
-            let snapshot = JSON.object([
-                ("resumed", .bool(false)),
-                ("lastEventId", lastEventID.map(JSON.unsigned) ?? .null),
-                ("nextId", .unsigned(opening.lastID + 1)),
-                ("transfers", .array(opening.transfers.map { ServerEvent(id: 0, stored: .transfer($0)).json })),
-                ("resumable", .array(opening.resumable.map(\.json))),
-                ("rules", .array(faults.rules.map(\.json))),
-            ])
             // Its id is the last event's before the stream: a client that reconnects from
             // here misses nothing.
-            preamble += "id: \(opening.lastID)\nevent: snapshot\ndata: \(snapshot.serialized)\n\n"
+            preamble.raw("id: ")
+            preamble.digits(opening.lastID)
+            preamble.raw("\nevent: snapshot\ndata: ")
+            preamble.beginObject()
+            preamble.key("resumed")
+            preamble.bool(false)
+            preamble.key("lastEventId")
+            preamble.unsigned(lastEventID)
+            preamble.key("nextId")
+            preamble.unsigned(opening.lastID + 1)
+            preamble.key("transfers")
+            preamble.beginArray()
+            for transfer in opening.transfers { transfer.write(to: &preamble) }
+            preamble.endArray()
+            preamble.key("resumable")
+            preamble.value(.array(opening.resumable.map(\.json)))
+            preamble.key("rules")
+            preamble.value(.array(faults.rules.map(\.json)))
+            preamble.endObject()
+            preamble.raw("\n\n")
         }
         return Response(status: 200, headers: headers,
                         body: .stream(length: .max, EventStreamBody(events: events, reader: opening.reader, socket: head.connection?.socket,
-                                                                    preamble: Array(preamble.utf8))))
+                                                                    preamble: preamble.bytes)))
     }
 }
 
 /// One client's event stream: reads its events from the backlog as the connection can take
-/// them, and lets go of its place when the connection ends.
+/// them, writing their frames straight into the connection's buffer, and lets go of its
+/// place when the connection ends.
 final class EventStreamBody: ResponseStream {
     private let events: ServerEvents
     private let reader: Int
     /// The connection's socket: a client that has gone is noticed while the stream is idle,
     /// not only when the next event or keep-alive is written.
     private let socket: Int32?
-    private var pending: [UInt8]
-    private var sent = 0
+    /// Bytes begun and not all written (the preamble, a keep-alive, a frame larger than the
+    /// room left), and how many of them are.
+    private var partial: [UInt8]
+    private var partialSent = 0
+    /// Events read from the backlog and not yet written, from `next` on: the array keeps its
+    /// capacity, so that reading allocates nothing.
+    private var queued: [ServerEvents.Slot] = []
+    private var next = 0
     private var lastWrite = MonotonicClock.seconds()
     private var pauseMilliseconds = EventsEndpoint.shortestPause
+    /// Whether the pause just asked for is long enough for the next event to end it.
+    private var wakeable = false
 
     init(events: ServerEvents, reader: Int, socket: Int32?, preamble: [UInt8]) {
         self.events = events
         self.reader = reader
         self.socket = socket
-        pending = preamble
+        partial = preamble
+        queued.reserveCapacity(256)
     }
 
     func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
-        if sent == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            sent = 0
-            switch events.read(reader, bytes: EventsEndpoint.readBytes) {
-            case .dropped:
-                return .cut
-            case .events(let slots) where slots.isEmpty:
-                if let socket, Platform.peerHasClosed(socket) { return .cut }
-                guard MonotonicClock.seconds() - lastWrite >= EventsEndpoint.heartbeatSeconds else {
-                    defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
-                    return .pause(.duration(.milliseconds(pauseMilliseconds)))
-                }
-                pending.append(contentsOf: ": keep-alive\n\n".utf8)
-            case .events(let slots):
-                pauseMilliseconds = EventsEndpoint.shortestPause
-                for slot in slots { pending.append(contentsOf: slot.frame) }
+        var written = 0
+        while written < buffer.count {
+            if partialSent < partial.count {
+                let count = min(buffer.count - written, partial.count - partialSent)
+                partial.withUnsafeBytes { (buffer.baseAddress! + written).copyMemory(from: $0.baseAddress! + partialSent, byteCount: count) }
+                partialSent += count
+                written += count
+                continue
             }
+            if next == queued.count {
+                queued.removeAll(keepingCapacity: true)
+                next = 0
+                guard events.read(reader, bytes: buffer.count - written, into: &queued) else { return written > 0 ? .bytes(written) : .cut }
+                if queued.isEmpty {
+                    if written > 0 { break }
+                    if let socket, Platform.peerHasClosed(socket) { return .cut }
+                    guard MonotonicClock.seconds() - lastWrite >= EventsEndpoint.heartbeatSeconds else {
+                        wakeable = pauseMilliseconds >= EventsEndpoint.wakeablePause
+                        defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
+                        return .pause(.duration(.milliseconds(pauseMilliseconds)))
+                    }
+                    partial = EventsEndpoint.keepAlive
+                    partialSent = 0
+                    continue
+                }
+                pauseMilliseconds = EventsEndpoint.shortestPause
+            }
+            // A frame is made once (by the first reader) and copied in here; what does not
+            // fit goes out with the next read.
+            partial = queued[next].frame
+            partialSent = 0
+            next += 1
         }
-        let count = min(buffer.count, pending.count - sent)
-        pending.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + sent, byteCount: count) }
-        sent += count
         lastWrite = MonotonicClock.seconds()
-        return .bytes(count)
+        return .bytes(written)
+    }
+
+    func suspended(_ waker: Waker) {
+        if wakeable { events.wakeOnNext(reader, waker) }
     }
 
     deinit { events.closeReader(reader) }

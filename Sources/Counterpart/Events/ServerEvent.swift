@@ -90,34 +90,58 @@ public struct ServerEvent: Sendable {
 }
 
 extension ServerEvent {
-    var json: JSON {
+    /// The event as SSE text (WHATWG HTML §9.2): its id, its name, its JSON on one line,
+    /// written straight into one array of about `capacity` bytes.
+    func frame(capacity: Int = 256) -> [UInt8] {
+        var out = JSONWriter(capacity: capacity)
+        out.raw("id: ")
+        out.digits(id)
         switch stored {
-        case .request(let request, let sequence):
-            return RequestJournal.Entry(request, sequence: sequence ?? 0).json
-        case .transfer(let transfer):
-            return .object([
-                ("id", .number(Int64(transfer.id))),
-                ("direction", .string(transfer.direction.rawValue)),
-                ("method", .string(transfer.method)),
-                ("path", .string(transfer.path)),
-                ("bytes", .unsigned(transfer.bytes)),
-                ("total", transfer.total.map(JSON.unsigned) ?? .null),
-                ("bytesPerSecond", .unsigned(UInt64(max(0, transfer.bytesPerSecond).rounded()))),
-                ("ended", .bool(transfer.ended)),
-            ])
-        case .resumable(let change):
-            return change.json
-        case .rule(let change):
-            return .object([("change", .string(change.change.rawValue)), ("rule", change.rule?.json ?? .null)])
+        case .request: out.raw("\nevent: request\ndata: ")
+        case .transfer: out.raw("\nevent: transfer\ndata: ")
+        case .resumable: out.raw("\nevent: resumable\ndata: ")
+        case .rule: out.raw("\nevent: rule\ndata: ")
         }
+        writeData(to: &out)
+        out.raw("\n\n")
+        return out.bytes
     }
 
-    /// The event as SSE text (WHATWG HTML §9.2): its id, its name, its JSON on one line.
-    var frame: [UInt8] {
-        var text = "id: \(id)\nevent: \(name)\ndata: "
-        text += json.serialized
-        text += "\n\n"
-        return Array(text.utf8)
+    /// The event's data: a request's as the journal writes it (`RequestJournal.writeEntry`).
+    func writeData(to out: inout JSONWriter) {
+        switch stored {
+        case .request(let request, let sequence):
+            RequestJournal.writeEntry(of: request, sequence: sequence ?? 0, to: &out)
+        case .transfer(let transfer):
+            transfer.write(to: &out)
+        case .resumable(let change):
+            out.value(change.json)
+        case .rule(let change):
+            out.value(.object([("change", .string(change.change.rawValue)), ("rule", change.rule?.json ?? .null)]))
+        }
+    }
+}
+
+extension ServerEvent.Transfer {
+    func write(to out: inout JSONWriter) {
+        out.beginObject()
+        out.key("id")
+        out.number(id)
+        out.key("direction")
+        out.string(direction.rawValue)
+        out.key("method")
+        out.string(method)
+        out.key("path")
+        out.string(path)
+        out.key("bytes")
+        out.unsigned(bytes)
+        out.key("total")
+        out.unsigned(total)
+        out.key("bytesPerSecond")
+        out.unsigned(UInt64(max(0, bytesPerSecond).rounded()))
+        out.key("ended")
+        out.bool(ended)
+        out.endObject()
     }
 }
 

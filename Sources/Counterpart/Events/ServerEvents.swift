@@ -31,6 +31,8 @@ public final class ServerEvents: Sendable {
     /// someone is listening.
     private let listeners = Atomic<Int>(0)
     private let transferIDs = Atomic<Int>(1)
+    /// Downloads sent with sendfile, metered from their sockets.
+    let sentFiles = SentFiles()
 
     init(backlog: Int) {
         self.backlog = max(backlog, 1)
@@ -72,6 +74,8 @@ public final class ServerEvents: Sendable {
     // MARK: - Publishing
 
     func requestFinished(_ request: CompletedRequest, sequence: Int?) {
+        // A file sent with sendfile tells its last transfer event before its request's.
+        sentFiles.end(request.head.connection, bytesSent: request.completed ? request.bodyBytes : nil)
         publish(.request(request, sequence: sequence), bytes: RequestJournal.textBytes(of: request))
     }
 
@@ -91,11 +95,14 @@ public final class ServerEvents: Sendable {
     func newTransferID() -> Int { transferIDs.add(1, ordering: .relaxed).oldValue }
 
     private func publish(_ stored: ServerEvent.Stored, bytes: Int = 256) {
-        let (evicted, unsubscribed) = state.withLock { state -> ([Slot], [AsyncStream<ServerEvent>.Continuation]) in
-            guard !state.closed else { return ([], []) }
-            return state.append(stored, bytes: bytes, maxBytes: Self.backlogBytes)
+        // Made before the lock is taken: under it, only references move (and the id is given).
+        let slot = Slot(stored, bytes: bytes)
+        let (evicted, unsubscribed, wakers) = state.withLock { state -> (State.Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) in
+            guard !state.closed else { return (State.Evicted(), [], []) }
+            return state.append(slot, maxBytes: Self.backlogBytes)
         }
         _ = evicted  // released here, outside the lock
+        for waker in wakers { waker.wake() }
         guard !unsubscribed.isEmpty else { return }
         listeners.subtract(unsubscribed.count, ordering: .relaxed)
         // Outside the lock: finishing calls the stream's onTermination, which takes it.
@@ -136,29 +143,46 @@ public final class ServerEvents: Sendable {
         }
     }
 
-    enum Read {
-        case events([Slot])
-        /// The reader fell behind the backlog, or the server is stopping: end the stream.
-        case dropped
-    }
-
-    /// The next events for `reader`, about `bytes` of them (at least one when there is one).
-    func read(_ reader: Int, bytes: Int) -> Read {
+    /// Appends the next events for `reader` to `slots`, about `bytes` of them (at least
+    /// one when there is one); false when the reader fell behind the backlog or the server
+    /// is stopping: end the stream. The caller's array keeps its capacity from one read to
+    /// the next, so that nothing is allocated under the lock.
+    func read(_ reader: Int, bytes: Int, into slots: inout [Slot]) -> Bool {
         state.withLock { state in
-            guard let cursor = state.readers[reader]?.cursor, cursor != Reader.dropped, !state.closed else { return .dropped }
-            let slots = state.slots(from: cursor, bytes: bytes)
-            state.readers[reader]?.cursor = cursor + UInt64(slots.count)
-            return .events(slots)
+            guard let cursor = state.readers[reader]?.cursor, cursor != Reader.dropped, !state.closed else { return false }
+            let found = state.slots(from: cursor, bytes: bytes, into: &slots)
+            state.readers[reader]?.cursor = cursor + UInt64(found)
+            return true
         }
     }
 
+    /// Wakes `reader`'s stream (suspended, waiting for events) with `waker` when the next
+    /// event comes, or at once if one has come since it last read: a stream that has been
+    /// idle starts reading again at the first event of a burst instead of after its pause
+    /// (when that many may have passed that the backlog no longer holds them).
+    func wakeOnNext(_ reader: Int, _ waker: Waker) {
+        let now = state.withLock { state -> Bool in
+            guard let found = state.readers[reader], found.cursor != Reader.dropped, !state.closed else { return false }
+            if found.cursor < state.nextID { return true }
+            if found.waker == nil { state.waiting += 1 }
+            state.readers[reader]?.waker = waker
+            return false
+        }
+        if now { waker.wake() }
+    }
+
     func closeReader(_ reader: Int) {
-        let removed = state.withLock { $0.readers.removeValue(forKey: reader) != nil }
+        let removed = state.withLock { state -> Bool in
+            guard let reader = state.readers.removeValue(forKey: reader) else { return false }
+            if reader.waker != nil { state.waiting -= 1 }
+            return true
+        }
         if removed { listeners.subtract(1, ordering: .relaxed) }
     }
 
     /// Ends every stream and subscription: the server is stopping.
     func close() {
+        sentFiles.stop()
         let subscribers = state.withLock { state -> [AsyncStream<ServerEvent>.Continuation] in
             state.closed = true
             for reader in state.readers.values { reader.shut() }
@@ -172,20 +196,26 @@ public final class ServerEvents: Sendable {
     // MARK: - State
 
     /// An event in the backlog, and its SSE text once a reader has asked for it.
-    final class Slot: Sendable {
-        let event: ServerEvent
+    final class Slot: @unchecked Sendable {
+        /// Given under the backlog's lock as the slot goes in, before any reader or
+        /// subscriber can see it; only read after that.
+        fileprivate(set) var id: UInt64 = 0
+        let stored: ServerEvent.Stored
         let bytes: Int
         private let rendered = Mutex<[UInt8]?>(nil)
 
-        init(_ event: ServerEvent, bytes: Int) {
-            self.event = event
+        init(_ stored: ServerEvent.Stored, bytes: Int) {
+            self.stored = stored
             self.bytes = bytes
         }
+
+        var event: ServerEvent { ServerEvent(id: id, stored: stored) }
 
         /// Made once, by the first reader that needs it, then shared.
         var frame: [UInt8] {
             if let made = rendered.withLock({ $0 }) { return made }
-            let made = event.frame
+            // The journal's estimate of the request's text, and room for the keys.
+            let made = event.frame(capacity: bytes + 512)
             rendered.withLock { $0 = made }
             return made
         }
@@ -195,6 +225,8 @@ public final class ServerEvents: Sendable {
         /// The id of the next event it reads.
         var cursor: UInt64
         let socket: Int32?
+        /// Set while its stream is suspended waiting for the next event.
+        var waker: Waker?
 
         /// The cursor of a reader that fell behind the backlog.
         static let dropped = UInt64.max
@@ -215,6 +247,8 @@ public final class ServerEvents: Sendable {
         var nextID = State.firstID()
         var nextKey = 0
         var readers: [Int: Reader] = [:]
+        /// Readers with a `waker`.
+        var waiting = 0
         var subscribers: [Int: AsyncStream<ServerEvent>.Continuation] = [:]
         /// Transfers in flight and resumable uploads not yet ended, for a new reader's snapshot.
         var transfers: [Int: ServerEvent.Transfer] = [:]
@@ -234,41 +268,54 @@ public final class ServerEvents: Sendable {
         }
 
         /// The id of the oldest event kept (`nextID` when none is).
-        var oldestID: UInt64 { count == 0 ? nextID : slots[oldest]!.event.id }
+        var oldestID: UInt64 { count == 0 ? nextID : slots[oldest]!.id }
 
-        /// Adds the event, dropping the oldest past the count or the bytes; readers that had
-        /// not read those are dropped; subscribers get it. Returns the slots dropped.
-        mutating func append(_ stored: ServerEvent.Stored, bytes: Int, maxBytes: Int) -> ([Slot], [AsyncStream<ServerEvent>.Continuation]) {
-            let slot = Slot(ServerEvent(id: nextID, stored: stored), bytes: bytes)
+        /// What an append pushed out of the backlog, for the caller to release outside the
+        /// lock: one slot when the backlog is full, more only past the byte bound (no array
+        /// is made under the lock for the usual one).
+        struct Evicted {
+            var first: Slot?
+            var more: [Slot] = []
+        }
+
+        /// Adds `slot` with the next id, dropping the oldest past the count or the bytes;
+        /// readers that had not read those are dropped; subscribers get it. Returns the
+        /// slots dropped, the subscribers that were (for the caller to finish) and the
+        /// wakers of the readers waiting for an event (for the caller to call).
+        mutating func append(_ slot: Slot, maxBytes: Int) -> (Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) {
+            slot.id = nextID
             nextID += 1
-            var evicted: [Slot] = []
-            while count > 0, count == slots.count || self.bytes + bytes > maxBytes {
+            var evicted = Evicted()
+            while count > 0, count == slots.count || self.bytes + slot.bytes > maxBytes {
                 let dropped = slots[oldest]!
                 slots[oldest] = nil
                 oldest = (oldest + 1) % slots.count
                 count -= 1
                 self.bytes -= dropped.bytes
-                evicted.append(dropped)
+                if evicted.first == nil { evicted.first = dropped } else { evicted.more.append(dropped) }
             }
             slots[(oldest + count) % slots.count] = slot
             count += 1
-            self.bytes += bytes
-            if !evicted.isEmpty, !readers.isEmpty {
+            self.bytes += slot.bytes
+            if evicted.first != nil, !readers.isEmpty {
                 let oldestKept = oldestID
                 for (key, reader) in readers where reader.cursor < oldestKept {
                     reader.shut()
                     readers[key]?.cursor = Reader.dropped  // removed when its stream ends
                 }
             }
-            var unsubscribed: [AsyncStream<ServerEvent>.Continuation] = []
-            for (key, subscriber) in subscribers {
-                switch subscriber.yield(slot.event) {
-                case .enqueued: break
-                case .dropped, .terminated: unsubscribed.append(subscribers.removeValue(forKey: key)!)
-                @unknown default: break
+            var unsubscribed: [AsyncStream<ServerEvent>.Continuation] = []  // empty: no allocation
+            if !subscribers.isEmpty {
+                let event = slot.event
+                for (key, subscriber) in subscribers {
+                    switch subscriber.yield(event) {
+                    case .enqueued: break
+                    case .dropped, .terminated: unsubscribed.append(subscribers.removeValue(forKey: key)!)
+                    @unknown default: break
+                    }
                 }
             }
-            switch stored {
+            switch slot.stored {
             case .transfer(let transfer):
                 if transfer.ended { transfers.removeValue(forKey: transfer.id) } else { transfers[transfer.id] = transfer }
             case .resumable(let change):
@@ -279,25 +326,40 @@ public final class ServerEvents: Sendable {
             case .request, .rule:
                 break
             }
-            return (evicted, unsubscribed)
+            var wakers: [Waker] = []  // made only when a reader waits: the first event after a quiet spell
+            if waiting > 0 {
+                for index in readers.values.indices {
+                    guard let waker = readers.values[index].waker else { continue }
+                    wakers.append(waker)
+                    readers.values[index].waker = nil
+                }
+                waiting = 0
+            }
+            return (evicted, unsubscribed, wakers)
         }
 
         /// The slots from id `cursor` on, about `bytes` of them.
-        func slots(from cursor: UInt64, bytes: Int) -> [Slot] {
+        /// Appends the slots from id `cursor` on to `found`, about `bytes` of them; returns
+        /// how many.
+        func slots(from cursor: UInt64, bytes: Int, into found: inout [Slot]) -> Int {
             let first = oldestID
-            guard cursor >= first, cursor < nextID else { return [] }
-            var found: [Slot] = []
+            guard cursor >= first, cursor < nextID else { return 0 }
             var taken = 0
             var index = Int(cursor - first)
+            let start = index
             while index < count, taken < bytes {
                 let slot = slots[(oldest + index) % slots.count]!
                 found.append(slot)
                 taken += slot.bytes
                 index += 1
             }
-            return found
+            return index - start
         }
 
-        func slots(after id: UInt64) -> [Slot] { slots(from: id + 1, bytes: .max) }
+        func slots(after id: UInt64) -> [Slot] {
+            var found: [Slot] = []
+            _ = slots(from: id + 1, bytes: .max, into: &found)
+            return found
+        }
     }
 }

@@ -28,7 +28,7 @@ struct ControlEndpoint: Sendable {
         case ("GET", ["requests"]), ("HEAD", ["requests"]):
             let path = head.queryArgument("path") ?? nil
             let method = head.queryArgument("method") ?? nil
-            return Response.json(200, .object([("requests", .array(journal.requests(path: path, method: method).map(\.json)))]))
+            return Response.json(200, written: journal.requestsJSON(path: path, method: method))
         case ("DELETE", ["requests"]):
             if let refusal = refusedIfRemote(head) { return refusal }
             journal.clear()

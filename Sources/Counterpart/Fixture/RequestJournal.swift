@@ -222,32 +222,118 @@ extension RequestJournal.Entry {
             + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 * overhead }
             + parts.reduce(0) { $0 + $1.name.utf8.count + ($1.filename?.utf8.count ?? 0) + $1.contentType.utf8.count + ($1.sha256?.utf8.count ?? 0) + 4 * overhead }
     }
+}
 
-    var json: JSON {
-        .object([
-            ("sequence", .number(Int64(sequence))),
-            ("method", .string(method)),
-            ("target", .string(target)),
-            ("path", .string(path)),
-            ("headers", .array(headers.map { .array([.string($0.name), .string($0.value)]) })),
-            ("requestBodyBytes", .unsigned(requestBodyBytes)),
-            ("parts", .array(parts.map { part in
-                .object([
-                    ("name", .string(part.name)),
-                    ("filename", part.filename.map(JSON.string) ?? .null),
-                    ("contentType", .string(part.contentType)),
-                    ("size", .unsigned(part.size)),
-                    ("sha256", part.sha256.map(JSON.string) ?? .null),
-                ])
-            })),
-            ("status", .number(Int64(status))),
-            ("responseBodyBytes", .unsigned(responseBodyBytes)),
-            ("bytesSent", bytesSent.map(JSON.unsigned) ?? .null),
-            ("clientHungUp", .bool(clientHungUp)),
-            ("receivedAt", .string(receivedAt.description)),
-            ("durationMilliseconds", .number(Int64((durationSeconds * 1000).rounded()))),
-            ("clientAddress", .string(clientAddress)),
-            ("fault", fault.map { .object([("fault", .string($0.fault)), ("rule", $0.rule.map { .number(Int64($0)) } ?? .null)]) } ?? .null),
-        ])
+extension RequestJournal {
+    /// `{"requests":[…]}`: the entries kept, oldest first, to `path` and with `method` when
+    /// given, as `/__counterpart/requests` answers.
+    func requestsJSON(path: String? = nil, method: String? = nil) -> [UInt8] {
+        let kept = ring.withLock { $0.oldestFirst() }.filter { kept in
+            let head = kept.request.head
+            return (path.map { Self.decodedPath(of: head) == $0 } ?? true) && (method.map { head.method == $0 } ?? true)
+        }
+        var out = JSONWriter(capacity: kept.reduce(64) { $0 + $1.bytes + 256 })
+        out.beginObject()
+        out.key("requests")
+        out.beginArray()
+        for entry in kept { Self.writeEntry(of: entry.request, sequence: entry.sequence, to: &out) }
+        out.endArray()
+        out.endObject()
+        return out.bytes
+    }
+
+    /// The journal's JSON of `request`, `sequence`th of the server's requests, written
+    /// straight from it (no entry, no value tree): the one writer of an entry's JSON, for
+    /// `/__counterpart/requests` and for a `request` event. Its fields are the entry's
+    /// (`Entry.init(_:sequence:)`), redacted the same way.
+    static func writeEntry(of request: CompletedRequest, sequence: Int, to out: inout JSONWriter) {
+        let head = request.head
+        out.beginObject()
+        out.key("sequence")
+        out.number(sequence)
+        out.key("method")
+        out.string(head.method)
+        out.key("target")
+        if head.query.isEmpty { out.string(head.path) } else { out.string(head.target) }
+        out.key("path")
+        if case .segments(let segments) = head.decodedPath {
+            // The decoded path (`RequestPath.decoded`) in pieces.
+            out.beginString()
+            if segments.isEmpty { out.stringContent("/") }
+            for segment in segments {
+                out.stringContent("/")
+                out.stringContent(segment)
+            }
+            out.endString()
+        } else {
+            out.string(head.path)
+        }
+        out.key("headers")
+        out.beginArray()
+        for field in head.headers {
+            out.beginArray()
+            out.string(field.name)
+            if JournalRedaction.isSecret(field.name) { out.redacted(field.value) } else { out.string(field.value) }
+            out.endArray()
+        }
+        out.endArray()
+        out.key("requestBodyBytes")
+        out.unsigned(request.requestBodyBytes)
+        out.key("parts")
+        out.beginArray()
+        for part in request.parts {
+            out.beginObject()
+            out.key("name")
+            out.string(part.name)
+            out.key("filename")
+            out.string(part.filename)
+            out.key("contentType")
+            out.string(part.contentType)
+            out.key("size")
+            out.unsigned(part.size)
+            out.key("sha256")
+            out.string(part.sha256)
+            out.endObject()
+        }
+        out.endArray()
+        out.key("status")
+        out.number(request.status)
+        out.key("responseBodyBytes")
+        out.unsigned(request.bodyBytes)
+        out.key("bytesSent")
+        out.unsigned(request.bytesSent)
+        out.key("clientHungUp")
+        out.bool(!request.completed)
+        out.key("receivedAt")
+        out.date(request.receivedAt)
+        out.key("durationMilliseconds")
+        out.number(Int64((request.seconds * 1000).rounded()))
+        out.key("clientAddress")
+        out.string(head.clientAddress)
+        out.key("fault")
+        if let fault = head.fault {
+            out.beginObject()
+            out.key("fault")
+            out.string(fault.fault)
+            out.key("rule")
+            if let rule = fault.rule { out.number(rule) } else { out.null() }
+            out.endObject()
+        } else {
+            out.null()
+        }
+        out.endObject()
     }
 }
+
+extension JSONWriter {
+    /// A secret header's value as the journal keeps it: `"<redacted 24 bytes>"`
+    /// (`JournalRedaction.value(_:ofHeader:)`).
+    mutating func redacted(_ value: String) {
+        beginString()
+        literal("<redacted ")
+        digits(UInt64(value.utf8.count))
+        literal(" bytes>")
+        endString()
+    }
+}
+

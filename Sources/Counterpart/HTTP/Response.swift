@@ -71,6 +71,14 @@ protocol ResponseStream: AnyObject {
     /// Fills `buffer` with the bytes from `position` on (`position` counts from the start
     /// of this body).
     func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead
+
+    /// The connection is suspended for the pause the last read asked for; `waker` resumes
+    /// it sooner (a stream waiting for events is woken by the next one).
+    func suspended(_ waker: Waker)
+}
+
+extension ResponseStream {
+    func suspended(_ waker: Waker) {}
 }
 
 /// What a stream gives the connection next.

@@ -12,6 +12,11 @@ extension Response {
                  body: .bytes(value.bytes + [0x0A]))
     }
 
+    /// JSON written before (`JSONWriter`), with the same end of line.
+    static func json(_ status: Int, written: [UInt8]) -> Response {
+        Response(status: status, headers: [HTTPField(name: "Content-Type", value: "application/json")], body: .bytes(written + [0x0A]))
+    }
+
     static func html(_ status: Int, _ page: String, headers: [HTTPField] = []) -> Response {
         Response(status: status, headers: headers + [HTTPField(name: "Content-Type", value: "text/html; charset=utf-8")],
                  body: .bytes(Array(page.utf8)))

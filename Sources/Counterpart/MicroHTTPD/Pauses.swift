@@ -12,9 +12,9 @@ import Synchronization
 /// suspend) the connection's own thread sleeps instead, checking the same things.
 final class Pauses: Sendable {
     /// What became of a request to hold a connection.
-    enum Hold {
-        /// Suspended: MHD calls again once it resumes.
-        case suspended
+    enum Hold: Equatable {
+        /// Suspended (the `n`th suspension): MHD calls again once it resumes.
+        case suspended(UInt64)
         /// The wait is over already (a thread per connection slept through it).
         case waited
         /// The server is stopping, or the client left: end the exchange.
@@ -23,6 +23,9 @@ final class Pauses: Sendable {
 
     private struct State {
         var suspended: [UInt: ConnectionPointer] = [:]
+        /// Which suspension each connection in `suspended` is in, for `wake`.
+        var suspensions: [UInt: UInt64] = [:]
+        var lastSuspension: UInt64 = 0
         /// Stalled connections whose client has gone: cut when they resume.
         var abandoned: Set<UInt> = []
         var stopping = false
@@ -42,8 +45,8 @@ final class Pauses: Sendable {
 
     private func suspend(_ connection: OpaquePointer, for pause: Pause) -> Hold {
         let key = connectionKey(connection)
-        let suspended = state.withLock { state -> Bool in
-            guard !state.stopping else { return false }
+        let suspension = state.withLock { state -> UInt64? in
+            guard !state.stopping else { return nil }
             // In the table: suspended and not yet asked to resume. libmicrohttpd may still
             // call back before the suspension takes hold (the next chunk of a chunked body);
             // suspending twice is undefined there (its suspended list breaks, connections
@@ -51,17 +54,19 @@ final class Pauses: Sendable {
             if state.suspended[key] == nil {
                 MHD_suspend_connection(connection)
                 state.suspended[key] = ConnectionPointer(pointer: connection)
+                state.lastSuspension += 1
+                state.suspensions[key] = state.lastSuspension
             }
-            return true
+            return state.suspensions[key]
         }
-        guard suspended else { return .refused }
+        guard let suspension else { return .refused }
         switch pause {
         case .duration(let duration):
             schedule(after: duration) { [self] in resume(key) }
         case .untilClientLeaves:
             watch(key, socket: cp_connection_fd(connection))
         }
-        return .suspended
+        return .suspended(suspension)
     }
 
     private func sleep(_ connection: OpaquePointer, for pause: Pause) -> Hold {
@@ -90,13 +95,28 @@ final class Pauses: Sendable {
             state.stopping = true
             for connection in state.suspended.values { MHD_resume_connection(connection.pointer) }
             state.suspended.removeAll()
+            state.suspensions.removeAll()
         }
     }
 
     private func resume(_ key: UInt) {
         state.withLock { state in
             // Gone from the table: already resumed for the stop.
-            if let connection = state.suspended.removeValue(forKey: key) { MHD_resume_connection(connection.pointer) }
+            if let connection = state.suspended.removeValue(forKey: key) {
+                state.suspensions.removeValue(forKey: key)
+                MHD_resume_connection(connection.pointer)
+            }
+        }
+    }
+
+    /// Resumes `key`'s connection before its pause is over, if it is still in `suspension`
+    /// (not resumed since, by its timer or the stop, and not a later connection at the same
+    /// address): the timer's resume then finds it gone. From any thread.
+    func wake(_ key: UInt, suspension: UInt64) {
+        state.withLock { state in
+            guard state.suspensions[key] == suspension, let connection = state.suspended.removeValue(forKey: key) else { return }
+            state.suspensions.removeValue(forKey: key)
+            MHD_resume_connection(connection.pointer)
         }
     }
 
@@ -123,6 +143,15 @@ final class Pauses: Sendable {
         let nanoseconds = Int(duration.seconds * 1e9)
         timers.asyncAfter(deadline: .now() + .nanoseconds(max(0, nanoseconds)), execute: work)
     }
+}
+
+/// Resumes one suspension of a connection early (an event stream woken by the next event).
+struct Waker: Sendable {
+    let pauses: Pauses
+    let key: UInt
+    let suspension: UInt64
+
+    func wake() { pauses.wake(key, suspension: suspension) }
 }
 
 /// A connection handle kept while it is suspended; MHD keeps the connection alive until

@@ -153,7 +153,15 @@ let readStream: MHD_ContentReaderCallback = { cls, position, buffer, max in
         return count
     case .pause(let pause):
         // Returning 0 asks MHD to call again: once resumed, or at once after a sleep.
-        return box.dispatcher.pauses.hold(box.connection, for: pause) == .refused ? Int(MHD_CONTENT_READER_END_WITH_ERROR) : 0
+        switch box.dispatcher.pauses.hold(box.connection, for: pause) {
+        case .refused:
+            return Int(MHD_CONTENT_READER_END_WITH_ERROR)
+        case .suspended(let suspension):
+            box.stream.suspended(Waker(pauses: box.dispatcher.pauses, key: connectionKey(box.connection), suspension: suspension))
+            return 0
+        case .waited:
+            return 0
+        }
     case .reset:
         resetConnection(box.connection, afterSending: true)
         return Int(MHD_CONTENT_READER_END_WITH_ERROR)

@@ -1,5 +1,8 @@
+import HTTPTransfer
+
 /// A JSON value with objects that keep their keys in order, so answers read the way the
-/// contract shows them.
+/// contract shows them. Its text is written by `JSONWriter`, as is every JSON the server
+/// writes on a hot path without making a value first (a request's event).
 enum JSON: Equatable, Sendable {
     case string(String)
     case number(Int64)
@@ -9,66 +12,250 @@ enum JSON: Equatable, Sendable {
     case array([JSON])
     case object([(String, JSON)])
 
-    static func == (a: JSON, b: JSON) -> Bool { a.serialized == b.serialized }
+    static func == (a: JSON, b: JSON) -> Bool { a.bytes == b.bytes }
 
     /// Compact JSON text.
-    var serialized: String {
-        var out = ""
-        write(to: &out)
-        return out
+    var serialized: String { String(decoding: bytes, as: UTF8.self) }
+
+    var bytes: [UInt8] {
+        var out = JSONWriter()
+        out.value(self)
+        return out.bytes
+    }
+}
+
+/// Compact JSON written byte by byte into a `[UInt8]`: no value tree, no intermediate
+/// strings; a string that needs no escape is copied whole. Commas go in by themselves:
+/// a value or a key after another member or item is preceded by one.
+struct JSONWriter {
+    var bytes: [UInt8]
+    /// Whether the next member or item follows another (and so takes a comma).
+    private var follows = false
+
+    init(capacity: Int = 0) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
     }
 
-    var bytes: [UInt8] { Array(serialized.utf8) }
+    /// Bytes as they are, outside any JSON (an SSE frame's `data: ` and its end): what
+    /// comes next starts afresh, without a comma.
+    mutating func raw(_ text: StaticString) {
+        literal(text)
+        follows = false
+    }
 
-    private func write(to out: inout String) {
-        switch self {
-        case .string(let text): JSON.quote(text, into: &out)
-        case .number(let n): out += String(n)
-        case .unsigned(let n): out += String(n)
-        case .bool(let b): out += b ? "true" : "false"
-        case .null: out += "null"
-        case .array(let items):
-            out += "["
-            for (index, item) in items.enumerated() {
-                if index > 0 { out += "," }
-                item.write(to: &out)
-            }
-            out += "]"
-        case .object(let members):
-            out += "{"
-            for (index, (key, value)) in members.enumerated() {
-                if index > 0 { out += "," }
-                JSON.quote(key, into: &out)
-                out += ":"
-                value.write(to: &out)
-            }
-            out += "}"
+    /// Bytes as they are, inside a value (no comma, nothing escaped).
+    mutating func literal(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    mutating func beginObject() {
+        separate()
+        bytes.append(0x7B)
+        follows = false
+    }
+
+    mutating func endObject() {
+        bytes.append(0x7D)
+        follows = true
+    }
+
+    mutating func beginArray() {
+        separate()
+        bytes.append(0x5B)
+        follows = false
+    }
+
+    mutating func endArray() {
+        bytes.append(0x5D)
+        follows = true
+    }
+
+    /// A member's key (plain ASCII that needs no escape) and its colon.
+    mutating func key(_ name: StaticString) {
+        separate()
+        bytes.append(0x22)
+        literal(name)
+        append(0x22, 0x3A)
+        follows = false
+    }
+
+    /// A key given at run time, escaped as a string is.
+    mutating func key(dynamic name: String) {
+        string(name)
+        bytes.append(0x3A)
+        follows = false
+    }
+
+    mutating func string(_ text: String) {
+        separate()
+        bytes.append(0x22)
+        stringContent(text)
+        bytes.append(0x22)
+        follows = true
+    }
+
+    mutating func string(_ text: String?) {
+        if let text { string(text) } else { null() }
+    }
+
+    /// A string written in pieces: `beginString()`, `stringContent(_:)` for each, `endString()`.
+    mutating func beginString() {
+        separate()
+        bytes.append(0x22)
+    }
+
+    mutating func endString() {
+        bytes.append(0x22)
+        follows = true
+    }
+
+    /// `text` escaped, without quotes. Most strings (paths, header names and values) need
+    /// no escape: one append, not one per byte. 0xE2 leads U+2028 and U+2029 (and others):
+    /// those take the slow path.
+    mutating func stringContent(_ text: String) {
+        // A borrowed view of the string's bytes (a small string's are copied out first).
+        let done: Void? = text.utf8.withContiguousStorageIfAvailable { content(of: $0) }
+        if done == nil { Array(text.utf8).withUnsafeBufferPointer { content(of: $0) } }
+    }
+
+    private mutating func content(of utf8: UnsafeBufferPointer<UInt8>) {
+        if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xE2 }) {
+            bytes.append(contentsOf: utf8)
+        } else {
+            escaped(utf8)
         }
     }
 
-    private static func quote(_ text: String, into out: inout String) {
-        out += "\""
-        // Most strings (paths, header names and values) need no escape: one append, not one
-        // per scalar. 0xE2 leads U+2028 and U+2029 (and others): those take the slow path.
-        if !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xE2 }) {
-            out += text
-            out += "\""
+    /// A string's bytes one by one: a Swift string is valid UTF-8, so a byte below 0x80 is
+    /// a whole scalar, and U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
+    private mutating func escaped(_ utf8: UnsafeBufferPointer<UInt8>) {
+        var index = 0
+        while index < utf8.count {
+            let byte = utf8[index]
+            switch byte {
+            case 0x22: append(0x5C, 0x22)
+            case 0x5C: append(0x5C, 0x5C)
+            case 0x0A: append(0x5C, 0x6E)
+            case 0x0D: append(0x5C, 0x72)
+            case 0x09: append(0x5C, 0x74)
+            case 0..<0x20, 0x7F: unicodeEscape(UInt16(byte))
+            case 0xE2 where index + 2 < utf8.count && utf8[index + 1] == 0x80 && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9):
+                unicodeEscape(utf8[index + 2] == 0xA8 ? 0x2028 : 0x2029)
+                index += 2
+            default: bytes.append(byte)
+            }
+            index += 1
+        }
+    }
+
+    /// `\uXXXX`, lowercase hex.
+    private mutating func unicodeEscape(_ value: UInt16) {
+        append(0x5C, 0x75)
+        for shift in stride(from: 12, through: 0, by: -4) {
+            let digit = UInt8((value >> UInt16(shift)) & 0xF)
+            bytes.append(digit < 10 ? 0x30 + digit : 0x57 + digit)
+        }
+    }
+
+    mutating func number(_ value: Int64) {
+        separate()
+        if value < 0 { bytes.append(0x2D) }
+        digits(value.magnitude)
+        follows = true
+    }
+
+    mutating func number(_ value: Int) { number(Int64(value)) }
+
+    mutating func unsigned(_ value: UInt64) {
+        separate()
+        digits(value)
+        follows = true
+    }
+
+    mutating func unsigned(_ value: UInt64?) {
+        if let value { unsigned(value) } else { null() }
+    }
+
+    mutating func bool(_ value: Bool) {
+        separate()
+        if value { literal("true") } else { literal("false") }
+        follows = true
+    }
+
+    mutating func null() {
+        separate()
+        literal("null")
+        follows = true
+    }
+
+    /// A value made as a tree (the answers that are not on a hot path).
+    mutating func value(_ json: JSON) {
+        switch json {
+        case .string(let text): string(text)
+        case .number(let n): number(n)
+        case .unsigned(let n): unsigned(n)
+        case .bool(let b): bool(b)
+        case .null: null()
+        case .array(let items):
+            beginArray()
+            for item in items { value(item) }
+            endArray()
+        case .object(let members):
+            beginObject()
+            for (name, member) in members {
+                key(dynamic: name)
+                value(member)
+            }
+            endObject()
+        }
+    }
+
+    /// The IMF-fixdate of `date` as a JSON string, as `date.description` writes it.
+    mutating func date(_ date: HTTPDate) {
+        separate()
+        bytes.append(0x22)
+        let written: Void? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: HTTPDate.imfFixdateLength) { buffer in
+            date.write(into: buffer).map { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<$0])) }
+        }
+        if written == nil { stringContent(date.description) }
+        bytes.append(0x22)
+        follows = true
+    }
+
+    /// Bytes as they are, already JSON (a value written before).
+    mutating func json(_ written: [UInt8]) {
+        separate()
+        bytes.append(contentsOf: written)
+        follows = true
+    }
+
+    private mutating func append(_ first: UInt8, _ second: UInt8) {
+        bytes.append(first)
+        bytes.append(second)
+    }
+
+    private mutating func separate() {
+        if follows { bytes.append(0x2C) }
+    }
+
+    /// `value` in decimal, inside a value (no comma).
+    mutating func digits(_ value: UInt64) {
+        if value < 10 {
+            bytes.append(0x30 + UInt8(value))
             return
         }
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F || (0x2028...0x2029).contains(scalar.value):
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default:
-                out.unicodeScalars.append(scalar)
+        var count = 1
+        var rest = value / 10
+        while rest > 0 { count += 1; rest /= 10 }
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0 as UInt8, count: count))
+        rest = value
+        bytes.withUnsafeMutableBufferPointer { buffer in
+            for position in stride(from: start + count - 1, through: start, by: -1) {
+                buffer[position] = 0x30 + UInt8(rest % 10)
+                rest /= 10
             }
         }
-        out += "\""
     }
 }

@@ -123,6 +123,39 @@ struct EventStreamTests {
         #expect(waitUntil { server.server.events.listening == 0 })
     }
 
+    /// A stream idle long enough to pause 100 ms between looks is woken by the next event
+    /// (`ServerEvents.wakeOnNext`): the event arrives in milliseconds, not after the rest of
+    /// the pause (half of it at the median), so that a flood that starts after a quiet spell
+    /// does not pass the backlog before the stream looks.
+    @Test func anIdleStreamIsWokenByTheNextEvent() throws {
+        let server = try TestServer()
+        let socket = try connectedSocket(port: server.server.port)
+        defer { close(socket) }
+        let request = "GET /__counterpart/events HTTP/1.1\r\nHost: x\r\n\r\n"
+        _ = request.withCString { send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        /// Milliseconds until something arrives (nil: nothing within 2 s), what came read.
+        func arrival() -> Double? {
+            let start = ContinuousClock.now
+            var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 2_000) == 1, recv(socket, &chunk, chunk.count, 0) > 0 else { return nil }
+            let waited = ContinuousClock.now - start
+            return Double(waited.components.seconds) * 1e3 + Double(waited.components.attoseconds) / 1e15
+        }
+        #expect(arrival() != nil, "the head and the snapshot")
+        var delays: [Double] = []
+        for trial in 0..<9 {
+            // Quiet for long enough that the stream pauses 100 ms at a time (5, 10, 20, 40,
+            // 80, then 100 ms: 155 ms).
+            Thread.sleep(forTimeInterval: 0.4)
+            while recv(socket, &chunk, chunk.count, Int32(MSG_DONTWAIT)) > 0 {}  // anything left over
+            try server.server.faults.arm(path: "/trial-\(trial)", fault: "status=503", times: 1)
+            delays.append(try #require(arrival(), "trial \(trial): the rule's event"))
+        }
+        let median = delays.sorted()[delays.count / 2]
+        #expect(median < 25, "milliseconds from the event to its arrival: \(delays)")
+    }
+
     /// A client that stops reading: the events it has not read pile up in its socket, then
     /// the backlog passes it by and it is dropped (its connection shut); uploads go on at
     /// their pace throughout, and a client that reads stays.
@@ -210,6 +243,48 @@ struct EventStreamTests {
             if case .rule(let change) = event.kind, change.change == .fired, change.rule?.id == rule.id { fired.append(change.rule?.remaining) }
         }
         #expect(fired == [1, 0])
+    }
+
+    /// A file sent with sendfile: its progress is read from the connection's socket (the
+    /// bytes the client has acknowledged), at most every 250 ms, and ends at its length.
+    @Test(.timeLimit(.minutes(1))) func aSendfileDownloadTellsItsProgress() async throws {
+        let total = 64 << 20
+        // 1 MiB of test bytes 64 times: made in a moment (64 MiB byte by byte would keep a
+        // core busy for seconds in a debug build, under the other suites' timed tests).
+        let mebibyte = testBytes(count: 1 << 20)
+        var file = Data(capacity: total)
+        for _ in 0..<(total >> 20) { file.append(mebibyte) }
+        let server = try TestServer(serving: ["big.bin": file])
+        let events = server.server.events.subscribe()
+        var iterator = events.makeAsyncIterator()
+        let started = ContinuousClock.now
+        let download = Process()
+        download.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        download.arguments = ["-s", "-o", "/dev/null", "--limit-rate", "16M", server.url("/big.bin")]
+        try download.run()
+        var transfers: [ServerEvent.Transfer] = []
+        while transfers.last?.ended != true, let event = await iterator.next() {
+            if case .transfer(let transfer) = event.kind, transfer.direction == .download { transfers.append(transfer) }
+        }
+        download.waitUntilExit()
+        #expect(download.terminationStatus == 0)
+        // 64 MiB at 16 MiB/s: about 4 s, so a dozen events or more.
+        #expect(transfers.count >= 8, "\(transfers.map(\.bytes))")
+        #expect(Set(transfers.map(\.id)).count == 1 && transfers.allSatisfy { $0.path == "/big.bin" && $0.total == UInt64(total) })
+        // Never back; the same twice when curl's rate limit has filled the socket buffers
+        // and nothing moved for a quarter of a second.
+        #expect(zip(transfers, transfers.dropFirst()).allSatisfy { $0.bytes <= $1.bytes }, "increasing: \(transfers.map(\.bytes))")
+        #expect(Set(transfers.map(\.bytes)).count >= 6, "\(transfers.map(\.bytes))")
+        #expect(transfers.last?.ended == true && transfers.last?.bytes == UInt64(total))
+        #expect(transfers.dropLast().allSatisfy { !$0.ended && $0.bytes < UInt64(total) })
+        let elapsed = started.duration(to: .now)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        #expect(Double(transfers.count) <= seconds / 0.25 + 2, "at most every 250 ms: \(transfers.count) in \(seconds) s")
+        // The last event's rate is the whole transfer's: curl's 16 MiB/s, near enough.
+        let rate = transfers.last?.bytesPerSecond ?? 0
+        #expect(rate > 8_000_000 && rate < 32_000_000, "\(rate)")
+        let entry = try #require(server.server.journal.waitForRequests(path: "/big.bin").first)
+        #expect(entry.bytesSent == UInt64(total))
     }
 
     @Test(.timeLimit(.minutes(1))) func aTusUploadIsCreatedMovesItsOffsetAndCompletes() async throws {

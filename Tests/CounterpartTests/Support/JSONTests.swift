@@ -26,3 +26,20 @@ struct JSONTests {
         #expect(parsed == [example.text], "\(example.name)")
     }
 }
+
+/// Numbers and nesting as `JSONWriter` writes them: what `String(n)` writes, commas between
+/// members and items only.
+@Suite("JSON values")
+struct JSONValueTests {
+    @Test func numbersAndNesting() {
+        for n: Int64 in [0, 7, -7, 10, 99, 100, 1_796_400_123_456_042, .max, .min] {
+            #expect(JSON.number(n).serialized == String(n))
+        }
+        for n: UInt64 in [0, 9, 10, 12_345, .max] { #expect(JSON.unsigned(n).serialized == String(n)) }
+        let value = JSON.object([
+            ("a", .array([])), ("b", .object([])), ("c", .array([.null, .bool(true), .array([.number(-1)]), .object([("k", .string("v"))])])),
+            ("d\"", .bool(false)),
+        ])
+        #expect(value.serialized == #"{"a":[],"b":{},"c":[null,true,[-1],{"k":"v"}],"d\"":false}"#)
+    }
+}

@@ -23,8 +23,9 @@ and <a href="/__counterpart/faults">/__counterpart/faults</a>, or watch <code>cu
 
 <section aria-labelledby="transfers-heading">
   <h2 id="transfers-heading">Transfers in flight <span id="transfers-count" class="tally"></span></h2>
-  <p id="transfers-empty" class="empty">None right now. Uploads and streamed downloads show here while they run
-    (from a quarter of a second on), with the bytes the server has read or sent.</p>
+  <p id="transfers-empty" class="empty">None right now. Uploads and downloads show here while they run
+    (from a quarter of a second on), with the bytes the server has read or sent (for a file sent with
+    sendfile: those the client has acknowledged).</p>
   <ul id="transfers" class="transfers"></ul>
 </section>
 
