@@ -30,6 +30,11 @@ public final class ServerEvents: Sendable {
     /// Readers and subscribers, read without the lock: transfers are metered only while
     /// someone is listening.
     private let listeners = Atomic<Int>(0)
+    /// Whether anyone has listened yet. Until then no one can hold an id to come back with,
+    /// and the page reads the requests made before it opened from the journal: requests are
+    /// kept as events from the first listener on, so that a server nobody watches pays
+    /// nothing for them.
+    private let everListened = Atomic<Bool>(false)
     private let transferIDs = Atomic<Int>(1)
     /// Downloads sent with sendfile, metered from their sockets.
     let sentFiles = SentFiles()
@@ -57,6 +62,7 @@ public final class ServerEvents: Sendable {
             state.nextKey += 1
             state.subscribers[key] = continuation
             listeners.add(1, ordering: .relaxed)
+            everListened.store(true, ordering: .relaxed)
             return key
         }
         guard let key else {
@@ -76,6 +82,7 @@ public final class ServerEvents: Sendable {
     func requestFinished(_ request: CompletedRequest, sequence: Int?) {
         // A file sent with sendfile tells its last transfer event before its request's.
         sentFiles.end(request.head.connection, bytesSent: request.completed ? request.bodyBytes : nil)
+        guard everListened.load(ordering: .relaxed) else { return }
         publish(.request(request, sequence: sequence), bytes: RequestJournal.textBytes(of: request))
     }
 
@@ -138,6 +145,7 @@ public final class ServerEvents: Sendable {
             }
             state.readers[key] = Reader(cursor: cursor, socket: socket)
             listeners.add(1, ordering: .relaxed)
+            everListened.store(true, ordering: .relaxed)
             return Opening(reader: key, resumed: resumed, transfers: state.transfers.values.sorted { $0.id < $1.id },
                            resumable: state.resumable.values.sorted { $0.upload < $1.upload }, lastID: cursor - 1)
         }

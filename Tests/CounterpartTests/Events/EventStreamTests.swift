@@ -216,6 +216,30 @@ struct EventStreamTests {
         return socket
     }
 
+    /// Until someone listens, requests are not kept as events (no one holds an id to come
+    /// back with; the journal has them); from the first listener on they are, and stay kept
+    /// when that listener has gone, for it to come back with `Last-Event-ID`.
+    @Test func requestsAreKeptAsEventsFromTheFirstListenerOn() throws {
+        let server = try TestServer(serving: ["a.txt": Data("hello".utf8)])
+        let before = server.server.events.nextID
+        for _ in 0..<3 { _ = try curl([server.url("/a.txt")]) }
+        #expect(server.server.journal.waitForRequests(path: "/a.txt", method: "GET").count == 3)
+        #expect(server.server.events.nextID == before)
+        let reader = try CurlReader(server.url("/__counterpart/events"))
+        #expect(waitUntil { server.server.events.listening == 1 })
+        _ = try reader.stop()
+        #expect(waitUntil { server.server.events.listening == 0 })
+        _ = try curl([server.url("/a.txt")])
+        #expect(waitUntil { server.server.events.nextID == before + 1 })
+        let resumed = try CurlReader(server.url("/__counterpart/events"), headers: ["Last-Event-ID: \(before - 1)"])
+        #expect(waitUntil { server.server.events.listening == 1 })
+        Thread.sleep(forTimeInterval: 0.2)
+        // Resumed: no snapshot, the one request since.
+        let events = try Self.parse(resumed.stop())
+        #expect(events.map(\.name) == ["request"])
+        #expect(events.first?.id == before)
+    }
+
     @Test(.timeLimit(.minutes(1))) func aTestAwaitsHalfAnUploadAndARuleFiredTwice() async throws {
         let server = try TestServer()
         let events = server.server.events.subscribe()
