@@ -153,7 +153,9 @@ struct EventStreamTests {
             delays.append(try #require(arrival(), "trial \(trial): the rule's event"))
         }
         let median = delays.sorted()[delays.count / 2]
-        #expect(median < 25, "milliseconds from the event to its arrival: \(delays)")
+        // Without the wake, the median is half the pause or more (56 ms when measured); the
+        // bound leaves room for a machine busy with other tests.
+        #expect(median < 40, "milliseconds from the event to its arrival: \(delays)")
     }
 
     /// A client that stops reading: the events it has not read pile up in its socket, then
