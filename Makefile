@@ -37,7 +37,7 @@ test:
 # The object store, on a real engine: a throw-away one-node Ceph RGW (memstore, about 15 s to
 # start) in a temporary folder. `make test` runs the engine-free tests of these suites and
 # skips the rest, with the reason.
-S3_SUITES := S3ClientTests|S3ConfigurationTests|S3EncodingTests
+S3_SUITES := S3ClientTests|S3ConfigurationTests|S3EncodingTests|S3LeftoversTests
 # The suites that store something, run a second time with their uploads in the object store
 # (TestServer under COUNTERPART_TEST_STORE=s3): the same tests, against both backends.
 STORAGE_SUITES := UploadTests|UploadErrorTests|UploadReviewTests|WrongBoundaryTests|TusTests|ResumableUploadTests|TakeoverTests|DroppedAppendTests|DraftRuleTests|BadInputCorpusFilenameTests|BadInputCorpusLookalikeTests|BadInputCorpusPartHeaderTests|BadInputCorpusPartLimitTests|BadInputCorpusContentTypeTests|RangeRequestTests|DownloadDispositionTests|ListingTests|NoLeakMatrixTests|JournalTests|CookbookTests

@@ -115,14 +115,14 @@ final class S3ResumableStorage: ResumableStorage {
         let stored: String
         if let sameStore = uploads as? S3UploadStore, sameStore === self.uploads {
             // A copy inside the store: the bytes do not travel through this server.
-            let claimed = try sameStore.claimName(name)
+            let claim = try sameStore.claimName(name)
             do {
-                try client.copyObject(from: Self.dataKey(id), to: claimed, condition: .ifNoneMatch)
+                try client.copyObject(from: Self.dataKey(id), to: claim.name, condition: .ifNoneMatch)
             } catch {
-                sameStore.releaseName(claimed)
-                throw S3UploadStore.storageError(error, doing: "store \(claimed)")
+                sameStore.release(claim, objectMayAppear: S3UploadStore.mayHaveBeenCarriedOut(error))
+                throw S3UploadStore.storageError(error, doing: "store \(claim.name)")
             }
-            stored = claimed
+            stored = claim.name
         } else {
             let sink = try uploads.makeSink(named: name)
             do throws(StorageError) {

@@ -26,9 +26,13 @@ final class S3UploadStore: UploadStorage {
     /// uploads, nor served).
     static let namesPrefix = ".counterpart/names/"
 
+    /// What failed uploads may have left, cleared in the background.
+    let leftovers: S3Leftovers
+
     init(client: S3Client, bufferBudget: Int = 64 << 20) {
         self.client = client
         buffers = ByteBudget(bytes: bufferBudget)
+        leftovers = S3Leftovers(client: client, namesPrefix: Self.namesPrefix)
     }
 
     func makeSink(named name: String) throws(StorageError) -> UploadSink {
@@ -73,51 +77,66 @@ final class S3UploadStore: UploadStorage {
         }
     }
 
-    /// Claims `name` or the first free variant of it (see the type's comment); the name.
+    /// Claims `name` or the first free variant of it (see the type's comment).
     /// Most names are free: `name` itself is claimed straight away. Only when it is taken
     /// are the claims of its variants listed, so that a name used a hundred times costs one
     /// listing, not a hundred refused creations. A listing that fails is the upload's
     /// failure: a store that does not answer it would not answer the claim either.
-    func claimName(_ name: String) throws(StorageError) -> String {
-        if try claim(name) { return name }
+    func claimName(_ name: String) throws(StorageError) -> NameClaim {
+        let token = UUID().uuidString
+        if try claim(name, token: token) { return NameClaim(name: name, token: token) }
         var taken: Set<String> = [name]
-        var token: String?
+        var continuation: String?
         repeat {
             let page: (objects: [S3ObjectInfo], commonPrefixes: [String], nextContinuationToken: String?)
             do {
-                page = try client.listObjects(prefix: Self.namesPrefix + SafeFilename.variantPrefix(of: name), continuationToken: token)
+                page = try client.listObjects(prefix: Self.namesPrefix + SafeFilename.variantPrefix(of: name), continuationToken: continuation)
             } catch {
                 throw Self.storageError(error, doing: "look up the names taken like \(name)")
             }
             taken.formUnion(page.objects.map { String($0.key.dropFirst(Self.namesPrefix.count)) })
-            token = page.nextContinuationToken
-        } while token != nil
-        return try StoredNames.first(for: name) { candidate throws(StorageError) in
+            continuation = page.nextContinuationToken
+        } while continuation != nil
+        let claimed = try StoredNames.first(for: name) { candidate throws(StorageError) in
             if taken.contains(candidate) { return false }
-            return try claim(candidate)
+            return try claim(candidate, token: token)
         }
+        return NameClaim(name: claimed, token: token)
     }
 
     /// Whether `candidate` was free and is now this upload's: its claim created (atomically,
     /// `If-None-Match: *`) and no object of that name put there by another tool, without a claim.
-    private func claim(_ candidate: String) throws(StorageError) -> Bool {
+    /// A creation the store did not answer may still be carried out: it is left to `leftovers`.
+    private func claim(_ candidate: String, token: String) throws(StorageError) -> Bool {
+        let claim = NameClaim(name: candidate, token: token)
         do {
-            try client.putObject(Self.namesPrefix + candidate, bytes: [], condition: .ifNoneMatch)
+            try client.putObject(Self.namesPrefix + candidate, bytes: [], metadata: [NameClaim.tokenField: token], condition: .ifNoneMatch)
         } catch S3Error.preconditionFailed {
             return false
         } catch {
+            if Self.mayHaveBeenCarriedOut(error) { leftovers.settle(.init(claim, claimMayAppear: true)) }
             throw Self.storageError(error, doing: "claim the name \(candidate)")
         }
         do {
+            // An object there without a claim keeps it: the name stays taken in the listings.
             return try client.headObject(candidate) == nil
         } catch {
+            release(claim)
             throw Self.storageError(error, doing: "look up \(candidate)")
         }
     }
 
-    /// Lets go of a claimed name whose upload failed.
-    func releaseName(_ name: String) {
-        try? client.deleteObject(Self.namesPrefix + name)
+    /// Lets go of the name of an upload that failed; with what its writes may have left, when
+    /// the store did not answer them, cleared in the background (`S3Leftovers`).
+    func release(_ claim: NameClaim, objectMayAppear: Bool = false, multipartMayAppear: Bool = false) {
+        if !objectMayAppear && !multipartMayAppear, (try? client.deleteObject(Self.namesPrefix + claim.name)) != nil { return }
+        leftovers.settle(.init(claim, objectMayAppear: objectMayAppear, multipartMayAppear: multipartMayAppear))
+    }
+
+    /// Whether a request that failed may still take effect: the store did not answer it.
+    static func mayHaveBeenCarriedOut(_ error: any Error) -> Bool {
+        if case .transport? = error as? S3Error { return true }
+        return false
     }
 
     /// The object store's failure as the one a client is told: unreachable or slowing down
@@ -161,8 +180,11 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     private var reserved = 0
     /// Buffers of parts sent, for the next parts.
     private var spares: [PartBuffer] = []
-    private var claimed: String?
+    private var claimed: NameClaim?
     private var uploadID: String?
+    /// Writes the store did not answer, which may yet create a multipart upload or the object.
+    private var multipartMayAppear = false
+    private var objectMayAppear = false
     /// Parts sent, in order, and parts on their way, oldest first.
     private var parts: [(number: Int, etag: String)] = []
     private var inFlight: [PartInFlight] = []
@@ -241,6 +263,7 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
             uploadID = started
             return started
         } catch {
+            multipartMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
             throw S3UploadStore.storageError(error, doing: "start the upload of \(key)")
         }
     }
@@ -271,15 +294,15 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
         do {
             parts.append((part.number, try outcome.get()))
         } catch {
-            throw S3UploadStore.storageError(error, doing: "store part \(part.number) of \(claimed ?? name)")
+            throw S3UploadStore.storageError(error, doing: "store part \(part.number) of \(claimed?.name ?? name)")
         }
     }
 
     private func claim() throws(StorageError) -> String {
-        if let claimed { return claimed }
-        let key = try store.claimName(name)
-        claimed = key
-        return key
+        if let claimed { return claimed.name }
+        let claim = try store.claimName(name)
+        claimed = claim
+        return claim.name
     }
 
     func commit() throws(StorageError) -> String {
@@ -298,6 +321,7 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
             do {
                 _ = try client.completeMultipartUpload(key, uploadID: uploadID, parts: parts)
             } catch {
+                objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
                 throw S3UploadStore.storageError(error, doing: "complete \(key)")
             }
         } else {
@@ -306,6 +330,7 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
             do {
                 _ = try client.putObject(key, bytes: last, contentType: ContentTypes.forName(key), condition: .ifNoneMatch)
             } catch {
+                objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
                 throw S3UploadStore.storageError(error, doing: "store \(key)")
             }
         }
@@ -320,8 +345,10 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
         // Parts still on their way end first: an abort before them would leave them stored.
         for part in inFlight { _ = part.wait() }
         inFlight = []
-        if let claimed, let uploadID { try? client.abortMultipartUpload(claimed, uploadID: uploadID) }
-        if let claimed { store.releaseName(claimed) }
+        if let claimed {
+            if let uploadID, (try? client.abortMultipartUpload(claimed.name, uploadID: uploadID)) == nil { multipartMayAppear = true }
+            store.release(claimed, objectMayAppear: objectMayAppear, multipartMayAppear: multipartMayAppear)
+        }
         releaseBuffers()
     }
 
