@@ -54,13 +54,39 @@ struct S3ClientTests {
         ]
         for (range, expected, rule) in cases {
             var received: [UInt8] = []
-            let info = try s3.getObject("ranged", range: range) { received.append(contentsOf: $0) }
+            var announced: S3ObjectInfo?
+            let info = try s3.getObject("ranged", range: range, announce: { info in
+                #expect(received.isEmpty, "\(rule): the info is told before the first bytes")
+                announced = info
+            }) { received.append(contentsOf: $0) }
             #expect(received[...] == expected, "\(rule)")
             #expect(info.size == 1000, "\(rule): size is the whole object's")
+            #expect(announced == info, "\(rule): the info told early is the info returned")
         }
         #expect(throws: S3Error.status(416, code: "InvalidRange", message: "")) {
             try s3.getObject("ranged", range: 1000...1005) { _ in Issue.record("no bytes for an unsatisfiable range") }
         }
+    }
+
+    @Test func aWindowTellsItsObjectAndIsReadAsItArrives() throws {
+        let s3 = try S3TestEngine.client()
+        let bytes = [UInt8](testBytes(count: 3 * Self.mebibyte, seed: 9))
+        try s3.putObject("window.bin", bytes: bytes)
+        let range: Range<UInt64> = 1..<UInt64(2 * Self.mebibyte + 1)
+        let fetch = WindowFetch(client: s3, key: "window.bin", range: range, into: try #require(PartBuffer(capacity: 4 * Self.mebibyte)))
+        let info = try fetch.objectInfo().get()
+        #expect(info.size == Int64(bytes.count), "the whole object's length, from the ranged answer")
+        var received: [UInt8] = []
+        while let piece = fetch.bytes(from: range.lowerBound + UInt64(received.count)) { received.append(contentsOf: piece) }
+        #expect(received[...] == bytes[1..<(2 * Self.mebibyte + 1)])
+        #expect(fetch.succeeded)
+
+        try s3.putObject("window-empty", bytes: [])
+        let empty = WindowFetch(client: s3, key: "window-empty", range: 0..<10, into: try #require(PartBuffer(capacity: 16)))
+        #expect(throws: S3Error.status(416, code: "InvalidRange", message: "")) { try empty.objectInfo().get() }
+        #expect(empty.bytes(from: 0) == nil)
+        let missing = WindowFetch(client: s3, key: "window-missing", range: 0..<10, into: try #require(PartBuffer(capacity: 16)))
+        #expect(throws: S3Error.notFound) { try missing.objectInfo().get() }
     }
 
     @Test func aBodyThatThrowsEndsTheTransferWithItsError() throws {

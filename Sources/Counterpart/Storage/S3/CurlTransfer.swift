@@ -83,15 +83,17 @@ final class CurlHandlePool: Sendable {
     var connectionsOpened: Int { connections.load(ordering: .relaxed) }
 
     /// Performs `request` on an idle handle (or a new one). With `sink`, a 2xx response's body
-    /// goes to it as it arrives; any other body is collected into the response.
-    func perform(_ request: CurlRequest, sink: ((UnsafeRawBufferPointer) throws -> Void)? = nil) throws -> CurlResponse {
+    /// goes to it as it arrives, after `head` is given the response's status and headers;
+    /// any other body is collected into the response.
+    func perform(_ request: CurlRequest, head: ((CurlResponse) -> Void)? = nil,
+                 sink: ((UnsafeRawBufferPointer) throws -> Void)? = nil) throws -> CurlResponse {
         let handle = try idle.withLock { $0.popLast() } ?? CurlHandle()
         defer {
             idle.withLock { handles in
                 if handles.count < Self.idleLimit { handles.append(handle) }
             }
         }
-        let (response, opened) = try handle.perform(request, signing: signing, stallSeconds: stallSeconds, sink: sink)
+        let (response, opened) = try handle.perform(request, signing: signing, stallSeconds: stallSeconds, head: head, sink: sink)
         connections.add(opened, ordering: .relaxed)
         return response
     }
@@ -115,7 +117,7 @@ final class CurlHandle: @unchecked Sendable {
 
     /// The response and the number of connections opened for it (0 when one was reused).
     func perform(_ request: CurlRequest, signing: CurlSigning, stallSeconds: Int,
-                 sink: ((UnsafeRawBufferPointer) throws -> Void)?) throws -> (CurlResponse, Int) {
+                 head: ((CurlResponse) -> Void)?, sink: ((UnsafeRawBufferPointer) throws -> Void)?) throws -> (CurlResponse, Int) {
         // reset keeps the handle's live connections; only the options go.
         curl_easy_reset(handle)
         let exchange = Exchange(handle: handle, body: request.body ?? .empty)
@@ -186,8 +188,10 @@ final class CurlHandle: @unchecked Sendable {
         guard code == CURLE_OK else { throw S3Error.transport("libcurl refused an option: \(String(cString: curl_easy_strerror(code)))") }
 
         exchange.sink = sink
+        exchange.head = head
         let result = curl_easy_perform(handle)
         exchange.sink = nil
+        exchange.head = nil
         if let error = exchange.sinkError { throw error }
         if let error = exchange.readError { throw error }
         guard result == CURLE_OK else {
@@ -209,6 +213,8 @@ final class CurlHandle: @unchecked Sendable {
         var headers: [(name: String, value: String)] = []
         var collected: [UInt8] = []
         var sink: ((UnsafeRawBufferPointer) throws -> Void)?
+        /// Told the final response's status and headers before its body goes to `sink`.
+        var head: ((CurlResponse) -> Void)?
         var sinkError: (any Error)?
         var readError: S3Error?
         /// Whether the body goes to the sink: known at its first bytes, when the status is.
@@ -224,6 +230,7 @@ final class CurlHandle: @unchecked Sendable {
                 var status = 0
                 _ = ccurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
                 streaming = sink != nil && (200...299).contains(status)
+                if streaming == true { head?(CurlResponse(status: status, headers: headers, body: [])) }
             }
             guard streaming == true, let sink else {
                 collected.append(contentsOf: bytes)

@@ -48,19 +48,30 @@ public final class S3Client: Sendable {
     /// and returns the object's info from the response's headers: for a range, `size` is the
     /// whole object's length (from `Content-Range`). A range that ends past the object's end
     /// is cut to it; one that starts past it throws `.status(416, …)`. No such key throws
-    /// `.notFound`. An error thrown by `body` ends the transfer and is rethrown.
+    /// `.notFound`. An error thrown by `body` ends the transfer and is rethrown. `announce`
+    /// is given the same info as soon as the headers are in, before the first body bytes (not
+    /// at all for an empty body), so that a caller can answer before the bytes have come.
     @discardableResult
-    public func getObject(_ key: String, range: ClosedRange<Int64>?,
+    public func getObject(_ key: String, range: ClosedRange<Int64>?, announce: ((S3ObjectInfo) -> Void)? = nil,
                           body: (UnsafeRawBufferPointer) throws -> Void) throws -> S3ObjectInfo {
         var headers: [String] = []
         if let range {
             guard range.lowerBound >= 0 else { throw S3Error.invalidRequest("a byte range cannot start before 0") }
             headers.append("Range: bytes=\(range.lowerBound)-\(range.upperBound)")
         }
+        let head = announce.map { announce in
+            { (response: CurlResponse) in if let info = try? Self.readObjectInfo(key: key, response) { announce(info) } }
+        }
         // The sink is held by the transfer only while it runs.
-        let response = try withoutActuallyEscaping(body) { body in try send(.get, key: key, headers: headers, sink: body) }
+        let response = try withoutActuallyEscaping(body) { body in try send(.get, key: key, headers: headers, head: head, sink: body) }
         try Self.requireSuccess(response)
-        var info = try Self.objectInfo(key: key, response)
+        return try Self.readObjectInfo(key: key, response)
+    }
+
+    /// The info of a `GET`'s object from its headers; the whole object's length from
+    /// `Content-Range` when the answer is a range.
+    private static func readObjectInfo(key: String, _ response: CurlResponse) throws -> S3ObjectInfo {
+        var info = try objectInfo(key: key, response)
         if response.status == 206 {
             guard let contentRange = response.header("content-range").flatMap(ContentRange.init(parsing:)),
                   case .satisfied(_, let length?) = contentRange else {
@@ -267,7 +278,8 @@ public final class S3Client: Sendable {
     /// percent-encoded, each with `=`: curl 7.88 signs the query as written, and SigV4's
     /// canonical form is exactly that.
     private func send(_ method: CurlRequest.Method, key: String?, query: [String: String] = [:], headers: [String] = [],
-                      body: S3Body? = nil, sink: ((UnsafeRawBufferPointer) throws -> Void)? = nil) throws -> CurlResponse {
+                      body: S3Body? = nil, head: ((CurlResponse) -> Void)? = nil,
+                      sink: ((UnsafeRawBufferPointer) throws -> Void)? = nil) throws -> CurlResponse {
         var url = bucketURL
         if let key {
             let fullKey = configuration.prefix + key
@@ -281,7 +293,7 @@ public final class S3Client: Sendable {
                 .map { PercentEncoding.encode($0.key) + "=" + PercentEncoding.encode($0.value) }
                 .joined(separator: "&")
         }
-        return try pool.perform(CurlRequest(method: method, url: url, headers: headers, body: body), sink: sink)
+        return try pool.perform(CurlRequest(method: method, url: url, headers: headers, body: body), head: head, sink: sink)
     }
 
     /// A key in the path: every byte but the unreserved ones and `/` percent-encoded (S3's

@@ -379,6 +379,7 @@ final class PartBuffer: @unchecked Sendable {
     deinit { munmap(base, capacity) }
 
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+    var baseAddress: UnsafeRawPointer { UnsafeRawPointer(base) }
 
     func append(_ more: UnsafeRawBufferPointer) {
         precondition(count + more.count <= capacity, "a part buffer overfilled")
