@@ -24,17 +24,56 @@ enum JSON: Equatable, Sendable {
     }
 }
 
-/// Compact JSON written byte by byte into a `[UInt8]`: no value tree, no intermediate
-/// strings; a string that needs no escape is copied whole. Commas go in by themselves:
-/// a value or a key after another member or item is preceded by one.
-struct JSONWriter {
-    var bytes: [UInt8]
+/// Compact JSON written byte by byte into memory of its own (grown by doubling), copied out
+/// once as `bytes`: no value tree, no intermediate strings, and no check of an array's
+/// uniqueness per byte (a request's event is a few hundred appends, on a hot path while
+/// someone watches). A string that needs no escape is copied whole. Commas go in by
+/// themselves: a value or a key after another member or item is preceded by one.
+/// Not copyable: it owns its memory.
+struct JSONWriter: ~Copyable {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private(set) var count = 0
     /// Whether the next member or item follows another (and so takes a comma).
     private var follows = false
 
     init(capacity: Int = 0) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
+        self.capacity = max(capacity, 64)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    /// What has been written.
+    var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    /// Room for `more` bytes after the ones written.
+    @inline(__always)
+    private mutating func reserve(_ more: Int) {
+        if count + more > capacity { grow(to: count + more) }
+    }
+
+    private mutating func grow(to needed: Int) {
+        let larger = max(needed, 2 * capacity)
+        let moved = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+        moved.initialize(from: base, count: count)
+        base.deallocate()
+        base = moved
+        capacity = larger
+    }
+
+    @inline(__always)
+    private mutating func put(_ byte: UInt8) {
+        reserve(1)
+        base[count] = byte
+        count += 1
+    }
+
+    private mutating func put(_ more: UnsafeBufferPointer<UInt8>) {
+        guard let from = more.baseAddress, !more.isEmpty else { return }
+        reserve(more.count)
+        (base + count).initialize(from: from, count: more.count)
+        count += more.count
     }
 
     /// Bytes as they are, outside any JSON (an SSE frame's `data: ` and its end): what
@@ -46,35 +85,35 @@ struct JSONWriter {
 
     /// Bytes as they are, inside a value (no comma, nothing escaped).
     mutating func literal(_ text: StaticString) {
-        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+        put(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
     mutating func beginObject() {
         separate()
-        bytes.append(0x7B)
+        put(0x7B)
         follows = false
     }
 
     mutating func endObject() {
-        bytes.append(0x7D)
+        put(0x7D)
         follows = true
     }
 
     mutating func beginArray() {
         separate()
-        bytes.append(0x5B)
+        put(0x5B)
         follows = false
     }
 
     mutating func endArray() {
-        bytes.append(0x5D)
+        put(0x5D)
         follows = true
     }
 
     /// A member's key (plain ASCII that needs no escape) and its colon.
     mutating func key(_ name: StaticString) {
         separate()
-        bytes.append(0x22)
+        put(0x22)
         literal(name)
         append(0x22, 0x3A)
         follows = false
@@ -83,15 +122,15 @@ struct JSONWriter {
     /// A key given at run time, escaped as a string is.
     mutating func key(dynamic name: String) {
         string(name)
-        bytes.append(0x3A)
+        put(0x3A)
         follows = false
     }
 
     mutating func string(_ text: String) {
         separate()
-        bytes.append(0x22)
+        put(0x22)
         stringContent(text)
-        bytes.append(0x22)
+        put(0x22)
         follows = true
     }
 
@@ -102,11 +141,11 @@ struct JSONWriter {
     /// A string written in pieces: `beginString()`, `stringContent(_:)` for each, `endString()`.
     mutating func beginString() {
         separate()
-        bytes.append(0x22)
+        put(0x22)
     }
 
     mutating func endString() {
-        bytes.append(0x22)
+        put(0x22)
         follows = true
     }
 
@@ -121,7 +160,7 @@ struct JSONWriter {
 
     private mutating func content(of utf8: UnsafeBufferPointer<UInt8>) {
         if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xE2 }) {
-            bytes.append(contentsOf: utf8)
+            put(utf8)
         } else {
             escaped(utf8)
         }
@@ -143,7 +182,7 @@ struct JSONWriter {
             case 0xE2 where index + 2 < utf8.count && utf8[index + 1] == 0x80 && (utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9):
                 unicodeEscape(utf8[index + 2] == 0xA8 ? 0x2028 : 0x2029)
                 index += 2
-            default: bytes.append(byte)
+            default: put(byte)
             }
             index += 1
         }
@@ -154,13 +193,13 @@ struct JSONWriter {
         append(0x5C, 0x75)
         for shift in stride(from: 12, through: 0, by: -4) {
             let digit = UInt8((value >> UInt16(shift)) & 0xF)
-            bytes.append(digit < 10 ? 0x30 + digit : 0x57 + digit)
+            put(digit < 10 ? 0x30 + digit : 0x57 + digit)
         }
     }
 
     mutating func number(_ value: Int64) {
         separate()
-        if value < 0 { bytes.append(0x2D) }
+        if value < 0 { put(0x2D) }
         digits(value.magnitude)
         follows = true
     }
@@ -214,48 +253,46 @@ struct JSONWriter {
     /// The IMF-fixdate of `date` as a JSON string, as `date.description` writes it.
     mutating func date(_ date: HTTPDate) {
         separate()
-        bytes.append(0x22)
+        put(0x22)
         let written: Void? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: HTTPDate.imfFixdateLength) { buffer in
-            date.write(into: buffer).map { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<$0])) }
+            date.write(into: buffer).map { put(UnsafeBufferPointer(rebasing: buffer[..<$0])) }
         }
         if written == nil { stringContent(date.description) }
-        bytes.append(0x22)
+        put(0x22)
         follows = true
     }
 
     /// Bytes as they are, already JSON (a value written before).
     mutating func json(_ written: [UInt8]) {
         separate()
-        bytes.append(contentsOf: written)
+        written.withUnsafeBufferPointer { put($0) }
         follows = true
     }
 
     private mutating func append(_ first: UInt8, _ second: UInt8) {
-        bytes.append(first)
-        bytes.append(second)
+        put(first)
+        put(second)
     }
 
     private mutating func separate() {
-        if follows { bytes.append(0x2C) }
+        if follows { put(0x2C) }
     }
 
     /// `value` in decimal, inside a value (no comma).
     mutating func digits(_ value: UInt64) {
         if value < 10 {
-            bytes.append(0x30 + UInt8(value))
+            put(0x30 + UInt8(value))
             return
         }
-        var count = 1
+        var digits = 1
         var rest = value / 10
-        while rest > 0 { count += 1; rest /= 10 }
-        let start = bytes.count
-        bytes.append(contentsOf: repeatElement(0 as UInt8, count: count))
+        while rest > 0 { digits += 1; rest /= 10 }
+        reserve(digits)
         rest = value
-        bytes.withUnsafeMutableBufferPointer { buffer in
-            for position in stride(from: start + count - 1, through: start, by: -1) {
-                buffer[position] = 0x30 + UInt8(rest % 10)
-                rest /= 10
-            }
+        for position in stride(from: count + digits - 1, through: count, by: -1) {
+            base[position] = 0x30 + UInt8(rest % 10)
+            rest /= 10
         }
+        count += digits
     }
 }
