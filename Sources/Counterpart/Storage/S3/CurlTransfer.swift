@@ -63,6 +63,8 @@ final class CurlHandlePool: Sendable {
     /// How long a connection may take to open: an endpoint that is down fails at once
     /// (connection refused); one that drops packets fails after this.
     static let connectTimeoutMilliseconds = 5_000
+    /// The receive and send buffers of a handle.
+    static let bufferBytes = 128 << 10
     private let idle = Mutex<[CurlHandle]>([])
     private let connections = Atomic<Int>(0)
     private let signing: CurlSigning
@@ -155,6 +157,9 @@ final class CurlHandle: @unchecked Sendable {
         set(CURLOPT_USERNAME, signing.accessKeyID)
         set(CURLOPT_PASSWORD, signing.secretAccessKey)
         set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
+        // Bodies move in pieces of this size, not curl's 16 KiB: a GiB is 8,192 system calls
+        // and callbacks each way rather than 65,536 (the buffers are the handle's, reused).
+        set(CURLOPT_BUFFERSIZE, CurlHandlePool.bufferBytes)
         if code == CURLE_OK { code = ccurl_setopt_headers(handle, headerList) }
         if code == CURLE_OK { code = ccurl_setopt_write_function(handle, CURLOPT_WRITEFUNCTION, curlWrite) }
         set(CURLOPT_WRITEDATA, pointer: context)
@@ -175,6 +180,7 @@ final class CurlHandle: @unchecked Sendable {
             // (`Expect:`) would break the signature.
             set(CURLOPT_UPLOAD, 1)
             set(CURLOPT_INFILESIZE_LARGE, offset: exchange.body.count)
+            set(CURLOPT_UPLOAD_BUFFERSIZE, CurlHandlePool.bufferBytes)
             // A POST is sent as an upload with its method renamed: CURLOPT_POST would add
             // `Content-Type: application/x-www-form-urlencoded`, which S3 then stores as the
             // content type of a multipart upload's object.
