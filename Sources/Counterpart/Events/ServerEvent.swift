@@ -92,11 +92,17 @@ public struct ServerEvent: Sendable {
 extension ServerEvent {
     /// The event as SSE text (WHATWG HTML §9.2): its id, its name, its JSON on one line,
     /// written straight into one array of about `capacity` bytes.
-    func frame(capacity: Int = 256) -> [UInt8] {
+    func frame(capacity: Int = 256) -> [UInt8] { stored.frame(id: id, capacity: capacity) }
+}
+
+extension ServerEvent.Stored {
+    /// The SSE text of the event with this id, made from what is stored as it is (no
+    /// `ServerEvent` is made for it: a copy retains and releases each part of a request).
+    func frame(id: UInt64, capacity: Int) -> [UInt8] {
         var out = JSONWriter(capacity: capacity)
         out.raw("id: ")
         out.digits(id)
-        switch stored {
+        switch self {
         case .request: out.raw("\nevent: request\ndata: ")
         case .transfer: out.raw("\nevent: transfer\ndata: ")
         case .resumable: out.raw("\nevent: resumable\ndata: ")
@@ -109,7 +115,7 @@ extension ServerEvent {
 
     /// The event's data: a request's as the journal writes it (`RequestJournal.writeEntry`).
     func writeData(to out: inout JSONWriter) {
-        switch stored {
+        switch self {
         case .request(let request, let sequence):
             RequestJournal.writeEntry(of: request, sequence: sequence ?? 0, to: &out)
         case .transfer(let transfer):

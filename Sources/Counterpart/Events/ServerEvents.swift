@@ -223,7 +223,7 @@ public final class ServerEvents: Sendable {
         var frame: [UInt8] {
             if let made = rendered.withLock({ $0 }) { return made }
             // The journal's estimate of the request's text, and room for the keys.
-            let made = event.frame(capacity: bytes + 512)
+            let made = stored.frame(id: id, capacity: bytes + 512)
             rendered.withLock { $0 = made }
             return made
         }
