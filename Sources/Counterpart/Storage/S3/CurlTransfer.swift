@@ -157,9 +157,10 @@ final class CurlHandle: @unchecked Sendable {
         set(CURLOPT_USERNAME, signing.accessKeyID)
         set(CURLOPT_PASSWORD, signing.secretAccessKey)
         set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
-        // Bodies move in pieces of this size, not curl's 16 KiB: a GiB is 8,192 system calls
-        // and callbacks each way rather than 65,536 (the buffers are the handle's, reused).
-        set(CURLOPT_BUFFERSIZE, CurlHandlePool.bufferBytes)
+        // Large bodies move in pieces of `bufferBytes`, not curl's 16 KiB: a GiB is 8,192
+        // system calls and callbacks rather than 65,536. Only for them: a small request keeps
+        // curl's small buffers (a 128 KiB one is an mmap of its own in glibc's malloc).
+        if request.method == .get, sink != nil { set(CURLOPT_BUFFERSIZE, CurlHandlePool.bufferBytes) }
         if code == CURLE_OK { code = ccurl_setopt_headers(handle, headerList) }
         if code == CURLE_OK { code = ccurl_setopt_write_function(handle, CURLOPT_WRITEFUNCTION, curlWrite) }
         set(CURLOPT_WRITEDATA, pointer: context)
@@ -180,7 +181,7 @@ final class CurlHandle: @unchecked Sendable {
             // (`Expect:`) would break the signature.
             set(CURLOPT_UPLOAD, 1)
             set(CURLOPT_INFILESIZE_LARGE, offset: exchange.body.count)
-            set(CURLOPT_UPLOAD_BUFFERSIZE, CurlHandlePool.bufferBytes)
+            if exchange.body.count > Int64(CurlHandlePool.bufferBytes) { set(CURLOPT_UPLOAD_BUFFERSIZE, CurlHandlePool.bufferBytes) }
             // A POST is sent as an upload with its method renamed: CURLOPT_POST would add
             // `Content-Type: application/x-www-form-urlencoded`, which S3 then stores as the
             // content type of a multipart upload's object.
