@@ -33,7 +33,7 @@ enum JSON: Equatable, Sendable {
 struct JSONWriter: ~Copyable {
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
-    private(set) var count = 0
+    private var count = 0
     /// Whether the next member or item follows another (and so takes a comma).
     private var follows = false
 

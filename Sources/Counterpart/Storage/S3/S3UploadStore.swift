@@ -379,6 +379,8 @@ final class PartBuffer: @unchecked Sendable {
     deinit { munmap(base, capacity) }
 
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+    /// The start of the memory, for a reader on another thread while this one appends: it
+    /// reads up to a count it was told under a lock, not `count` or `bytes`, which move.
     var baseAddress: UnsafeRawPointer { UnsafeRawPointer(base) }
 
     func append(_ more: UnsafeRawBufferPointer) {

@@ -281,7 +281,8 @@ final class WindowFetch: @unchecked Sendable {
     }
 
     private func receive(_ piece: UnsafeRawBufferPointer) throws {
-        guard buffer.count + piece.count <= buffer.capacity, buffer.count + piece.count <= range.count else {
+        // The range fits the buffer (checked when made): more than the range is a store's error.
+        guard buffer.count + piece.count <= range.count else {
             throw S3Error.invalidRequest("the store sent more than the range asked")
         }
         buffer.append(piece)
