@@ -24,7 +24,7 @@ struct EventsEndpoint: Sendable {
     static let longestPause = 100
     static let wakeablePause = 20
     static let heartbeatSeconds = 15.0
-    static let keepAlive = Array(": keep-alive\n\n".utf8)
+    static let keepAlive: StaticString = ": keep-alive\n\n"
     /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
     static let readBytes = streamBlockSize
 
@@ -71,23 +71,24 @@ struct EventsEndpoint: Sendable {
         }
         return Response(status: 200, headers: headers,
                         body: .stream(length: .max, EventStreamBody(events: events, reader: opening.reader, socket: head.connection?.socket,
-                                                                    preamble: preamble.bytes)))
+                                                                    preamble: preamble)))
     }
 }
 
 /// One client's event stream: reads its events from the backlog as the connection can take
-/// them, writing their frames straight into the connection's buffer, and lets go of its
-/// place when the connection ends.
+/// them, and lets go of its place when the connection ends. Each frame is written into one
+/// writer the stream keeps (no memory is allocated per event) and copied into the
+/// connection's buffer from there.
 final class EventStreamBody: ResponseStream {
     private let events: ServerEvents
     private let reader: Int
     /// The connection's socket: a client that has gone is noticed while the stream is idle,
     /// not only when the next event or keep-alive is written.
     private let socket: Int32?
-    /// Bytes begun and not all written (the preamble, a keep-alive, a frame larger than the
-    /// room left), and how many of them are.
-    private var partial: [UInt8]
-    private var partialSent = 0
+    /// The text begun (the preamble, a keep-alive, a frame) and how much of it has been
+    /// written: a frame larger than the room left goes on with the next read.
+    private var text: JSONWriter
+    private var sent = 0
     /// Events read from the backlog and not yet written, from `next` on: the array keeps its
     /// capacity, so that reading allocates nothing.
     private var queued: [ServerEvents.Slot] = []
@@ -97,24 +98,26 @@ final class EventStreamBody: ResponseStream {
     /// Whether the pause just asked for is long enough for the next event to end it.
     private var wakeable = false
 
-    init(events: ServerEvents, reader: Int, socket: Int32?, preamble: [UInt8]) {
+    init(events: ServerEvents, reader: Int, socket: Int32?, preamble: consuming JSONWriter) {
         self.events = events
         self.reader = reader
         self.socket = socket
-        partial = preamble
+        text = preamble
         queued.reserveCapacity(256)
     }
 
     func read(at position: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> StreamRead {
         var written = 0
         while written < buffer.count {
-            if partialSent < partial.count {
-                let count = min(buffer.count - written, partial.count - partialSent)
-                partial.withUnsafeBytes { (buffer.baseAddress! + written).copyMemory(from: $0.baseAddress! + partialSent, byteCount: count) }
-                partialSent += count
+            if sent < text.written {
+                let count = min(buffer.count - written, text.written - sent)
+                text.withWritten(from: sent) { (buffer.baseAddress! + written).copyMemory(from: $0.baseAddress!, byteCount: count) }
+                sent += count
                 written += count
                 continue
             }
+            text.removeAll()
+            sent = 0
             if next == queued.count {
                 queued.removeAll(keepingCapacity: true)
                 next = 0
@@ -127,17 +130,17 @@ final class EventStreamBody: ResponseStream {
                         defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
                         return .pause(.duration(.milliseconds(pauseMilliseconds)))
                     }
-                    partial = EventsEndpoint.keepAlive
-                    partialSent = 0
+                    text.raw(EventsEndpoint.keepAlive)
                     continue
                 }
                 pauseMilliseconds = EventsEndpoint.shortestPause
             }
-            // A frame is made once (by the first reader) and copied in here; what does not
-            // fit goes out with the next read.
-            partial = queued[next].frame
-            partialSent = 0
+            // Each stream writes its own frames: a frame shared between streams cost an
+            // allocation, a lock and a copy for each event, more than writing it again for a
+            // second reader costs.
+            let slot = queued[next]
             next += 1
+            slot.stored.writeFrame(id: slot.id, to: &text)
         }
         lastWrite = MonotonicClock.seconds()
         return .bytes(written)

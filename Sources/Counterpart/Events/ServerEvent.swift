@@ -100,6 +100,12 @@ extension ServerEvent.Stored {
     /// `ServerEvent` is made for it: a copy retains and releases each part of a request).
     func frame(id: UInt64, capacity: Int) -> [UInt8] {
         var out = JSONWriter(capacity: capacity)
+        writeFrame(id: id, to: &out)
+        return out.bytes
+    }
+
+    /// The SSE text of the event with this id, appended to `out`.
+    func writeFrame(id: UInt64, to out: inout JSONWriter) {
         out.raw("id: ")
         out.digits(id)
         switch self {
@@ -110,7 +116,6 @@ extension ServerEvent.Stored {
         }
         writeData(to: &out)
         out.raw("\n\n")
-        return out.bytes
     }
 
     /// The event's data: a request's as the journal writes it (`RequestJournal.writeEntry`).

@@ -79,11 +79,12 @@ public final class ServerEvents: Sendable {
 
     // MARK: - Publishing
 
-    func requestFinished(_ request: CompletedRequest, sequence: Int?) {
+    /// `request` has ended; `bytes` is its text as the journal counts it (`textBytes`).
+    func requestFinished(_ request: CompletedRequest, sequence: Int?, bytes: Int) {
         // A file sent with sendfile tells its last transfer event before its request's.
         sentFiles.end(request.head.connection, bytesSent: request.completed ? request.bodyBytes : nil)
         guard everListened.load(ordering: .relaxed) else { return }
-        publish(.request(request, sequence: sequence), bytes: RequestJournal.textBytes(of: request))
+        publish(.request(request, sequence: sequence), bytes: bytes)
     }
 
     func resumable(_ change: ServerEvent.ResumableChange.Change, _ upload: ResumableStore.Upload?) {
@@ -103,10 +104,16 @@ public final class ServerEvents: Sendable {
 
     private func publish(_ stored: ServerEvent.Stored, bytes: Int = 256) {
         // Made before the lock is taken: under it, only references move (and the id is given).
+        let change: State.SnapshotChange
+        switch stored {
+        case .transfer(let transfer): change = .transfer(transfer)
+        case .resumable(let resumable): change = .resumable(resumable)
+        case .request, .rule: change = .none
+        }
         let slot = Slot(stored, bytes: bytes)
         let (evicted, unsubscribed, wakers) = state.withLock { state -> (State.Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) in
             guard !state.closed else { return (State.Evicted(), [], []) }
-            return state.append(slot, maxBytes: Self.backlogBytes)
+            return state.append(slot, changing: change, maxBytes: Self.backlogBytes)
         }
         _ = evicted  // released here, outside the lock
         for waker in wakers { waker.wake() }
@@ -203,14 +210,14 @@ public final class ServerEvents: Sendable {
 
     // MARK: - State
 
-    /// An event in the backlog, and its SSE text once a reader has asked for it.
+    /// An event in the backlog.
     final class Slot: @unchecked Sendable {
         /// Given under the backlog's lock as the slot goes in, before any reader or
         /// subscriber can see it; only read after that.
         fileprivate(set) var id: UInt64 = 0
         let stored: ServerEvent.Stored
+        /// What it costs to keep (a request's text, as the journal counts it).
         let bytes: Int
-        private let rendered = Mutex<[UInt8]?>(nil)
 
         init(_ stored: ServerEvent.Stored, bytes: Int) {
             self.stored = stored
@@ -218,15 +225,6 @@ public final class ServerEvents: Sendable {
         }
 
         var event: ServerEvent { ServerEvent(id: id, stored: stored) }
-
-        /// Made once, by the first reader that needs it, then shared.
-        var frame: [UInt8] {
-            if let made = rendered.withLock({ $0 }) { return made }
-            // The journal's estimate of the request's text, and room for the keys.
-            let made = stored.frame(id: id, capacity: bytes + 512)
-            rendered.withLock { $0 = made }
-            return made
-        }
     }
 
     struct Reader {
@@ -286,11 +284,19 @@ public final class ServerEvents: Sendable {
             var more: [Slot] = []
         }
 
+        /// What an event changes in a new reader's snapshot: taken from the event before
+        /// the lock (a request's event, the usual one, is not looked into under it).
+        enum SnapshotChange {
+            case none
+            case transfer(ServerEvent.Transfer)
+            case resumable(ServerEvent.ResumableChange)
+        }
+
         /// Adds `slot` with the next id, dropping the oldest past the count or the bytes;
         /// readers that had not read those are dropped; subscribers get it. Returns the
         /// slots dropped, the subscribers that were (for the caller to finish) and the
         /// wakers of the readers waiting for an event (for the caller to call).
-        mutating func append(_ slot: Slot, maxBytes: Int) -> (Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) {
+        mutating func append(_ slot: Slot, changing change: SnapshotChange, maxBytes: Int) -> (Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) {
             slot.id = nextID
             nextID += 1
             var evicted = Evicted()
@@ -323,7 +329,7 @@ public final class ServerEvents: Sendable {
                     }
                 }
             }
-            switch slot.stored {
+            switch change {
             case .transfer(let transfer):
                 if transfer.ended { transfers.removeValue(forKey: transfer.id) } else { transfers[transfer.id] = transfer }
             case .resumable(let change):
@@ -331,7 +337,7 @@ public final class ServerEvents: Sendable {
                 case .created, .offset, .takenOver: resumable[change.upload] = change
                 case .completed, .expired, .removed: resumable.removeValue(forKey: change.upload)
                 }
-            case .request, .rule:
+            case .none:
                 break
             }
             var wakers: [Waker] = []  // made only when a reader waits: the first event after a quiet spell

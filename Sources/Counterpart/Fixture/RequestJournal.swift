@@ -101,14 +101,16 @@ public final class RequestJournal: Sendable {
     /// Keeps `request`: O(1). The entry is made before the lock is taken, which is then held
     /// only to move references in and out of the ring (the oldest entries it pushes out are
     /// released after it is let go): the server's threads all pass through here.
-    /// Returns the request's sequence number; nil when the journal keeps nothing.
+    /// Returns the request's sequence number (nil when the journal keeps nothing) and its
+    /// `textBytes`, which a request event counts too.
     @discardableResult
-    func record(_ request: CompletedRequest) -> Int? {
-        guard capacity > 0 else { return nil }
-        let kept = Kept(request: request, bytes: Self.textBytes(of: request))
+    func record(_ request: CompletedRequest) -> (sequence: Int?, bytes: Int) {
+        let bytes = Self.textBytes(of: request)
+        guard capacity > 0 else { return (nil, bytes) }
+        let kept = Kept(request: request, bytes: bytes)
         let dropped = ring.withLock { $0.append(kept, maxBytes: maxBytes) }
         _ = dropped
-        return kept.sequence
+        return (kept.sequence, bytes)
     }
 
     /// The text a kept request holds, in bytes, with a little for each string's own
@@ -247,15 +249,17 @@ extension RequestJournal {
     /// `/__counterpart/requests` and for a `request` event. Its fields are the entry's
     /// (`Entry.init(_:sequence:)`), redacted the same way.
     static func writeEntry(of request: CompletedRequest, sequence: Int, to out: inout JSONWriter) {
+        // Keys go in with the punctuation around them, as one literal each: this runs for
+        // every request while someone watches the events.
         let head = request.head
         out.beginObject()
-        out.key("sequence")
+        out.raw("\"sequence\":")
         out.number(sequence)
-        out.key("method")
+        out.raw(",\"method\":")
         out.string(head.method)
-        out.key("target")
+        out.raw(",\"target\":")
         if head.query.isEmpty { out.string(head.path) } else { out.string(head.target) }
-        out.key("path")
+        out.raw(",\"path\":")
         if case .segments(let segments) = head.decodedPath {
             // The decoded path (`RequestPath.decoded`) in pieces.
             out.beginString()
@@ -268,60 +272,52 @@ extension RequestJournal {
         } else {
             out.string(head.path)
         }
-        out.key("headers")
-        out.beginArray()
+        out.raw(",\"headers\":[")
         for field in head.headers {
             out.beginArray()
             out.string(field.name)
             if JournalRedaction.isSecret(field.name) { out.redacted(field.value) } else { out.string(field.value) }
             out.endArray()
         }
-        out.endArray()
-        out.key("requestBodyBytes")
+        out.raw("],\"requestBodyBytes\":")
         out.unsigned(request.requestBodyBytes)
-        out.key("parts")
-        out.beginArray()
+        out.raw(",\"parts\":[")
         for part in request.parts {
             out.beginObject()
-            out.key("name")
+            out.raw("\"name\":")
             out.string(part.name)
-            out.key("filename")
+            out.raw(",\"filename\":")
             out.string(part.filename)
-            out.key("contentType")
+            out.raw(",\"contentType\":")
             out.string(part.contentType)
-            out.key("size")
+            out.raw(",\"size\":")
             out.unsigned(part.size)
-            out.key("sha256")
+            out.raw(",\"sha256\":")
             out.string(part.sha256)
             out.endObject()
         }
-        out.endArray()
-        out.key("status")
+        out.raw("],\"status\":")
         out.number(request.status)
-        out.key("responseBodyBytes")
+        out.raw(",\"responseBodyBytes\":")
         out.unsigned(request.bodyBytes)
-        out.key("bytesSent")
+        out.raw(",\"bytesSent\":")
         out.unsigned(request.bytesSent)
-        out.key("clientHungUp")
-        out.bool(!request.completed)
-        out.key("receivedAt")
+        out.raw(request.completed ? ",\"clientHungUp\":false,\"receivedAt\":" : ",\"clientHungUp\":true,\"receivedAt\":")
         out.date(request.receivedAt)
-        out.key("durationMilliseconds")
+        out.raw(",\"durationMilliseconds\":")
         out.number(Int64((request.seconds * 1000).rounded()))
-        out.key("clientAddress")
+        out.raw(",\"clientAddress\":")
         out.string(head.clientAddress)
-        out.key("fault")
         if let fault = head.fault {
-            out.beginObject()
-            out.key("fault")
+            out.raw(",\"fault\":{\"fault\":")
             out.string(fault.fault)
-            out.key("rule")
+            out.raw(",\"rule\":")
             if let rule = fault.rule { out.number(rule) } else { out.null() }
-            out.endObject()
+            out.raw("}}")
         } else {
-            out.null()
+            out.raw(",\"fault\":null}")
         }
-        out.endObject()
+        out.closedValue()
     }
 }
 

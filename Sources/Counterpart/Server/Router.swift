@@ -73,7 +73,8 @@ struct Router: RequestHandler {
     func completed(_ request: CompletedRequest) {
         let head = request.head
         if case .segments(let segments) = head.decodedPath, segments.first == ControlEndpoint.prefix {} else {
-            events.requestFinished(request, sequence: journal.record(request))
+            let recorded = journal.record(request)
+            events.requestFinished(request, sequence: recorded.sequence, bytes: recorded.bytes)
         }
         // Refused credentials are summed up by the gate's failure log, at most a line a
         // second: a brute-force run must not write a line per guess.

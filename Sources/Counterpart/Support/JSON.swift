@@ -36,6 +36,8 @@ struct JSONWriter: ~Copyable {
     private var count = 0
     /// Whether the next member or item follows another (and so takes a comma).
     private var follows = false
+    /// The last date written (`date(_:)`) and its text, 29 bytes.
+    private var lastDate: (seconds: Int64, text: (UInt64, UInt64, UInt64, UInt64)) = (.min, (0, 0, 0, 0))
 
     init(capacity: Int = 0) {
         self.capacity = max(capacity, 64)
@@ -46,6 +48,21 @@ struct JSONWriter: ~Copyable {
 
     /// What has been written.
     var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    /// How many bytes have been written.
+    var written: Int { count }
+
+    /// The bytes written from `offset` on, as long as `body` runs.
+    func withWritten<Result>(from offset: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        body(UnsafeRawBufferPointer(start: base + offset, count: count - offset))
+    }
+
+    /// Forgets what was written and keeps the memory: a writer used again and again (an
+    /// event stream's) allocates only while its largest text grows.
+    mutating func removeAll() {
+        count = 0
+        follows = false
+    }
 
     /// Room for `more` bytes after the ones written.
     @inline(__always)
@@ -76,11 +93,17 @@ struct JSONWriter: ~Copyable {
         count += more.count
     }
 
-    /// Bytes as they are, outside any JSON (an SSE frame's `data: ` and its end): what
-    /// comes next starts afresh, without a comma.
+    /// Bytes as they are: outside any JSON (an SSE frame's `data: ` and its end), or a
+    /// run of JSON punctuation and keys written as one (`,"method":`). What comes next
+    /// starts afresh, without a comma.
     mutating func raw(_ text: StaticString) {
         literal(text)
         follows = false
+    }
+
+    /// A value has just ended in bytes written `raw` (`…}`): what comes next takes a comma.
+    mutating func closedValue() {
+        follows = true
     }
 
     /// Bytes as they are, inside a value (no comma, nothing escaped).
@@ -250,14 +273,21 @@ struct JSONWriter: ~Copyable {
         }
     }
 
-    /// The IMF-fixdate of `date` as a JSON string, as `date.description` writes it.
+    /// The IMF-fixdate of `date` as a JSON string, as `date.description` writes it. The
+    /// last one is kept: the requests a stream of events writes arrived mostly in the same
+    /// second.
     mutating func date(_ date: HTTPDate) {
         separate()
         put(0x22)
-        let written: Void? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: HTTPDate.imfFixdateLength) { buffer in
-            date.write(into: buffer).map { put(UnsafeBufferPointer(rebasing: buffer[..<$0])) }
+        if date.secondsSince1970 != lastDate.seconds {
+            let length = withUnsafeMutableBytes(of: &lastDate.text) { date.write(into: $0.bindMemory(to: UInt8.self)) }
+            lastDate.seconds = length == HTTPDate.imfFixdateLength ? date.secondsSince1970 : .min
         }
-        if written == nil { stringContent(date.description) }
+        if lastDate.seconds == date.secondsSince1970 {
+            withUnsafeBytes(of: lastDate.text) { put(UnsafeBufferPointer(rebasing: $0.bindMemory(to: UInt8.self).prefix(HTTPDate.imfFixdateLength))) }
+        } else {
+            stringContent(date.description)
+        }
         put(0x22)
         follows = true
     }

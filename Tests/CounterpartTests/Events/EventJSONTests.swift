@@ -1,4 +1,5 @@
 @testable import Counterpart
+import HTTPTransfer
 import Foundation
 import Testing
 
@@ -38,7 +39,8 @@ struct EventJSONTests {
     }
 
     @Test(.timeLimit(.minutes(1))) func eventsAndTheJournalWriteWhatTheValueTreeWrote() async throws {
-        let server = try TestServer(serving: ["a.txt": Data("hello".utf8), "é dir/b \"q\".txt": Data("b".utf8)])
+        let server = try TestServer(serving: ["a.txt": Data("hello".utf8), "é dir/b \"q\".txt": Data("b".utf8),
+                                              "data.bin": Data(repeating: 1, count: 200_000)])
         let subscription = server.server.events.subscribe()
         let upload = try makeTemporaryFolder("event-json")
         defer { try? FileManager.default.removeItem(at: upload) }
@@ -53,6 +55,7 @@ struct EventJSONTests {
             ["-F", "file=@\(file.path)", "-F", "note=été", server.url("/upload")],
             [server.url("/missing%0Aline")],
             [server.url("/bad%zzescape")],
+            [server.url("/data.bin?cut=70000")],
         ]
         for arguments in requests { _ = try curl(arguments) }
 
@@ -62,6 +65,7 @@ struct EventJSONTests {
             if case .request(let entry) = event.kind { frames.append((entry, event.frame())) }
         }
         #expect(frames.contains { !$0.entry.parts.isEmpty } && frames.contains { $0.entry.fault != nil })
+        #expect(frames.contains { $0.entry.clientHungUp } && frames.contains { !$0.entry.clientHungUp })
         #expect(frames.contains { $0.entry.headers.contains { $0.value.hasPrefix("<redacted") } })
         for (entry, frame) in frames {
             let expected = Array("id: ".utf8) + Array(String(frame.split(separator: 0x0A)[0].dropFirst(4).map { Character(Unicode.Scalar($0)) }).utf8)
@@ -74,5 +78,20 @@ struct EventJSONTests {
         #expect(entries.count == requests.count)
         let expected = JSON.object([("requests", .array(entries.map(Self.oracle)))]).bytes + [0x0A]
         #expect(Array(answer.body) == expected, "\(answer.text)")
+    }
+
+    /// An event stream writes every frame with one writer, emptied in between, that keeps
+    /// the last date's text: each date comes out as its own, whichever came before.
+    @Test func aWriterUsedAgainWritesEachDateAsItsOwn() {
+        var out = JSONWriter()
+        let dates = [1_796_500_000, 1_796_500_000, 1_796_500_001, 1_796_500_000, 0, -1, 253_402_300_800].map { HTTPDate(secondsSince1970: Int64($0)) }
+        for date in dates {
+            out.removeAll()
+            out.beginArray()
+            out.number(1)
+            out.date(date)
+            out.endArray()
+            #expect(out.bytes == JSON.array([.number(1), .string(date.description)]).bytes, "\(date.secondsSince1970)")
+        }
     }
 }
