@@ -82,9 +82,13 @@ final class S3UploadStore: UploadStorage {
     /// are the claims of its variants listed, so that a name used a hundred times costs one
     /// listing, not a hundred refused creations. A listing that fails is the upload's
     /// failure: a store that does not answer it would not answer the claim either.
-    func claimName(_ name: String) throws(StorageError) -> NameClaim {
+    ///
+    /// With `checkingObjects`, a name whose object is there without a claim (another tool
+    /// put it) is passed over. Without, the caller's own conditional `PUT` finds that out:
+    /// a small file's upload is then two requests to the store, not three.
+    func claimName(_ name: String, checkingObjects: Bool = true) throws(StorageError) -> NameClaim {
         let token = UUID().uuidString
-        if try claim(name, token: token) { return NameClaim(name: name, token: token) }
+        if try claim(name, token: token, checkingObject: checkingObjects) { return NameClaim(name: name, token: token) }
         var taken: Set<String> = [name]
         var continuation: String?
         repeat {
@@ -99,15 +103,16 @@ final class S3UploadStore: UploadStorage {
         } while continuation != nil
         let claimed = try StoredNames.first(for: name) { candidate throws(StorageError) in
             if taken.contains(candidate) { return false }
-            return try claim(candidate, token: token)
+            return try claim(candidate, token: token, checkingObject: checkingObjects)
         }
         return NameClaim(name: claimed, token: token)
     }
 
     /// Whether `candidate` was free and is now this upload's: its claim created (atomically,
-    /// `If-None-Match: *`) and no object of that name put there by another tool, without a claim.
-    /// A creation the store did not answer may still be carried out: it is left to `leftovers`.
-    private func claim(_ candidate: String, token: String) throws(StorageError) -> Bool {
+    /// `If-None-Match: *`) and, `checkingObject`, no object of that name put there by another
+    /// tool, without a claim. A creation the store did not answer may still be carried out:
+    /// it is left to `leftovers`.
+    private func claim(_ candidate: String, token: String, checkingObject: Bool) throws(StorageError) -> Bool {
         let claim = NameClaim(name: candidate, token: token)
         do {
             try client.putObject(Self.namesPrefix + candidate, bytes: [], metadata: [NameClaim.tokenField: token], condition: .ifNoneMatch)
@@ -117,6 +122,7 @@ final class S3UploadStore: UploadStorage {
             if Self.mayHaveBeenCarriedOut(error) { leftovers.settle(.init(claim, claimMayAppear: true)) }
             throw Self.storageError(error, doing: "claim the name \(candidate)")
         }
+        guard checkingObject else { return true }
         do {
             // An object there without a claim keeps it: the name stays taken in the listings.
             return try client.headObject(candidate) == nil
@@ -298,15 +304,19 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
         }
     }
 
-    private func claim() throws(StorageError) -> String {
+    /// The name claimed for the object; claimed now if it was not, `checkingObjects` as
+    /// `claimName` says.
+    private func claim(checkingObjects: Bool = true) throws(StorageError) -> String {
         if let claimed { return claimed.name }
-        let claim = try store.claimName(name)
+        let claim = try store.claimName(name, checkingObjects: checkingObjects)
         claimed = claim
         return claim.name
     }
 
     func commit() throws(StorageError) -> String {
-        let key = try claim()
+        // A file within one part is one conditional PUT, which itself refuses a name whose
+        // object is there without a claim: the claim need not look first.
+        var key = try claim(checkingObjects: uploadID != nil)
         let last = buffer?.bytes ?? UnsafeRawBufferPointer(start: nil, count: 0)
         if let uploadID {
             while !inFlight.isEmpty { try collectOldestPart() }
@@ -325,13 +335,23 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
                 throw S3UploadStore.storageError(error, doing: "complete \(key)")
             }
         } else {
-            // The claim makes the name this upload's; the condition still keeps an object
-            // another tool put there meanwhile.
-            do {
-                _ = try client.putObject(key, bytes: last, contentType: ContentTypes.forName(key), condition: .ifNoneMatch)
-            } catch {
-                objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
-                throw S3UploadStore.storageError(error, doing: "store \(key)")
+            // The claim makes the name this upload's; the condition keeps an object another
+            // tool put there, before or since. Such a name keeps the claim (it stays taken in
+            // the listings) and the file goes under the next one, claimed as a multipart
+            // upload's are: looking at the objects first.
+            var checked = false
+            while true {
+                do {
+                    _ = try client.putObject(key, bytes: last, contentType: ContentTypes.forName(key), condition: .ifNoneMatch)
+                    break
+                } catch S3Error.preconditionFailed where !checked {
+                    checked = true
+                    claimed = nil
+                    key = try claim()
+                } catch {
+                    objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
+                    throw S3UploadStore.storageError(error, doing: "store \(key)")
+                }
             }
         }
         ended = true
