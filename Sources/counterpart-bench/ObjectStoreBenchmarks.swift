@@ -441,8 +441,8 @@ private struct ObjectStoreRun {
 
               Small files: \(format(count)) files of \(formatBytes(size)), \(ServerBench.objectStoreParallel) at a time from one curl \
             (-Z --parallel-max \(ServerBench.objectStoreParallel)), each its own POST /upload (-F), or its own PUT to the engine; files/s. \
-            A node claims each name (a conditional PUT), looks for an object of that name (HEAD) and puts the file: three requests \
-            to the engine for one (the names are all free)
+            A node claims each name (a conditional PUT) and puts the file (a conditional PUT): two requests to the engine for \
+            one (the names are all free)
             """)
         let results = measure(subjects, tag: "small files")
         render(subjects, results, unit: "files/s", cpuLabel: "node CPU s")
