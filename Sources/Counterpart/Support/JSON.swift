@@ -182,11 +182,38 @@ struct JSONWriter: ~Copyable {
     }
 
     private mutating func content(of utf8: UnsafeBufferPointer<UInt8>) {
-        if !utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xE2 }) {
-            put(utf8)
-        } else {
-            escaped(utf8)
+        if Self.needsEscape(utf8) { escaped(utf8) } else { put(utf8) }
+    }
+
+    /// Whether `utf8` holds a byte below 0x20, `"`, `\`, 0x7F or 0xE2: eight bytes at a
+    /// time (a request's event is mostly header names and values that need none).
+    static func needsEscape(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = utf8.baseAddress else { return false }
+        let raw = UnsafeRawPointer(base)
+        var index = 0
+        while index + 8 <= utf8.count {
+            if wordNeedsEscape(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) { return true }
+            index += 8
         }
+        while index < utf8.count {
+            let byte = utf8[index]
+            if byte < 0x20 || byte == 0x22 || byte == 0x5C || byte == 0x7F || byte == 0xE2 { return true }
+            index += 1
+        }
+        return false
+    }
+
+    /// The same test on eight bytes at once: `(x - 0x01…) & ~x & 0x80…` is nonzero exactly
+    /// when some byte of `x` is zero (a borrow only starts at a zero byte), and with 0x20
+    /// for 0x01 when some byte is below 0x20; a byte equal to `c` is a zero byte of `x ^ c…`.
+    @inline(__always)
+    private static func wordNeedsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func hasZeroByte(_ x: UInt64) -> UInt64 { (x &- ones) & ~x & highs }
+        let below20 = (word &- ones &* 0x20) & ~word & highs
+        return below20 | hasZeroByte(word ^ (ones &* 0x22)) | hasZeroByte(word ^ (ones &* 0x5C))
+            | hasZeroByte(word ^ (ones &* 0x7F)) | hasZeroByte(word ^ (ones &* 0xE2)) != 0
     }
 
     /// A string's bytes one by one: a Swift string is valid UTF-8, so a byte below 0x80 is

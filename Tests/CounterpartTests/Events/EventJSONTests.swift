@@ -94,4 +94,43 @@ struct EventJSONTests {
             #expect(out.bytes == JSON.array([.number(1), .string(date.description)]).bytes, "\(date.secondsSince1970)")
         }
     }
+
+    /// The eight-bytes-at-a-time test agrees with the byte-by-byte one: every byte value at
+    /// every place of strings up to three words long, every pair of neighbours across a
+    /// word's boundary and inside one, and random strings.
+    @Test func theWordAtATimeEscapeTestAgreesWithTheBytes() {
+        func slow(_ bytes: [UInt8]) -> Bool { bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xE2 } }
+        func fast(_ bytes: [UInt8]) -> Bool { bytes.withUnsafeBufferPointer { JSONWriter.needsEscape($0) } }
+        var disagreements = 0
+        for length in 0...24 {
+            #expect(fast(Array(repeating: 0x61, count: length)) == false)
+            for place in 0..<length {
+                for value in 0...255 {
+                    var bytes = Array(repeating: UInt8(0x61), count: length)
+                    bytes[place] = UInt8(value)
+                    if fast(bytes) != slow(bytes) { disagreements += 1 }
+                }
+            }
+        }
+        for first in 0...255 {
+            for second in 0...255 {
+                for place in [3, 7] {
+                    var bytes = Array(repeating: UInt8(0xC3), count: 16)
+                    bytes[place] = UInt8(first)
+                    bytes[place + 1] = UInt8(second)
+                    if fast(bytes) != slow(bytes) { disagreements += 1 }
+                }
+            }
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let length = Int.random(in: 0...40, using: &generator)
+            // Mostly bytes that need no escape, so that a string without one comes up often.
+            let bytes = (0..<length).map { _ in
+                Int.random(in: 0..<12, using: &generator) == 0 ? UInt8.random(in: 0...255, using: &generator) : UInt8.random(in: 0x23...0x5B, using: &generator)
+            }
+            if fast(bytes) != slow(bytes) { disagreements += 1 }
+        }
+        #expect(disagreements == 0)
+    }
 }
