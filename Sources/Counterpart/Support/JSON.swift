@@ -36,8 +36,9 @@ struct JSONWriter: ~Copyable {
     private var count = 0
     /// Whether the next member or item follows another (and so takes a comma).
     private var follows = false
-    /// The last date written (`date(_:)`) and its text, 29 bytes.
-    private var lastDate: (seconds: Int64, text: (UInt64, UInt64, UInt64, UInt64)) = (.min, (0, 0, 0, 0))
+    /// The last date written (`date(_:)`) and its text, 29 bytes; nil before the first.
+    private var lastDateSeconds: Int64?
+    private var lastDateText: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
 
     init(capacity: Int = 0) {
         self.capacity = max(capacity, 64)
@@ -306,12 +307,14 @@ struct JSONWriter: ~Copyable {
     mutating func date(_ date: HTTPDate) {
         separate()
         put(0x22)
-        if date.secondsSince1970 != lastDate.seconds {
-            let length = withUnsafeMutableBytes(of: &lastDate.text) { date.write(into: $0.bindMemory(to: UInt8.self)) }
-            lastDate.seconds = length == HTTPDate.imfFixdateLength ? date.secondsSince1970 : .min
+        if date.secondsSince1970 != lastDateSeconds {
+            let length = withUnsafeMutableBytes(of: &lastDateText) { raw in raw.withMemoryRebound(to: UInt8.self) { date.write(into: $0) } }
+            lastDateSeconds = length == HTTPDate.imfFixdateLength ? date.secondsSince1970 : nil
         }
-        if lastDate.seconds == date.secondsSince1970 {
-            withUnsafeBytes(of: lastDate.text) { put(UnsafeBufferPointer(rebasing: $0.bindMemory(to: UInt8.self).prefix(HTTPDate.imfFixdateLength))) }
+        if lastDateSeconds == date.secondsSince1970 {
+            withUnsafeBytes(of: lastDateText) { raw in
+                raw.withMemoryRebound(to: UInt8.self) { put(UnsafeBufferPointer(rebasing: $0.prefix(HTTPDate.imfFixdateLength))) }
+            }
         } else {
             stringContent(date.description)
         }
