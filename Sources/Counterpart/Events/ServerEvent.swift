@@ -92,19 +92,16 @@ public struct ServerEvent: Sendable {
 extension ServerEvent {
     /// The event as SSE text (WHATWG HTML §9.2): its id, its name, its JSON on one line,
     /// written straight into one array of about `capacity` bytes.
-    func frame(capacity: Int = 256) -> [UInt8] { stored.frame(id: id, capacity: capacity) }
+    func frame(capacity: Int = 256) -> [UInt8] {
+        var out = JSONWriter(capacity: capacity)
+        stored.writeFrame(id: id, to: &out)
+        return out.bytes
+    }
 }
 
 extension ServerEvent.Stored {
-    /// The SSE text of the event with this id, made from what is stored as it is (no
-    /// `ServerEvent` is made for it: a copy retains and releases each part of a request).
-    func frame(id: UInt64, capacity: Int) -> [UInt8] {
-        var out = JSONWriter(capacity: capacity)
-        writeFrame(id: id, to: &out)
-        return out.bytes
-    }
-
-    /// The SSE text of the event with this id, appended to `out`.
+    /// The SSE text of the event with this id, appended to `out` (a stream's own writer),
+    /// made from what is stored as it is: no `ServerEvent` is made for it.
     func writeFrame(id: UInt64, to out: inout JSONWriter) {
         out.raw("id: ")
         out.digits(id)

@@ -151,7 +151,7 @@ struct EventJSONTests {
                                                 path: "/upload/" + String(repeating: "x", count: index * 7), bytes: UInt64(index),
                                                 total: 100, bytesPerSecond: 0, ended: false)
             events.transfer(transfer)
-            expected += ServerEvent.Stored.transfer(transfer).frame(id: opening.lastID + 1 + UInt64(index), capacity: 64)
+            expected += ServerEvent(id: opening.lastID + 1 + UInt64(index), stored: .transfer(transfer)).frame()
         }
         var got: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: size)

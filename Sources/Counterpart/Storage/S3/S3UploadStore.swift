@@ -339,24 +339,31 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
             // tool put there, before or since. Such a name keeps the claim (it stays taken in
             // the listings) and the file goes under the next one, claimed as a multipart
             // upload's are: looking at the objects first.
-            var checked = false
-            while true {
-                do {
-                    _ = try client.putObject(key, bytes: last, contentType: ContentTypes.forName(key), condition: .ifNoneMatch)
-                    break
-                } catch S3Error.preconditionFailed where !checked {
-                    checked = true
-                    claimed = nil
-                    key = try claim()
-                } catch {
-                    objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
-                    throw S3UploadStore.storageError(error, doing: "store \(key)")
+            if try !putWhole(last, as: key) {
+                claimed = nil
+                key = try claim()
+                guard try putWhole(last, as: key) else {
+                    throw StorageError(.failed, "the object store could not store \(key): another tool's object took the name meanwhile")
                 }
             }
         }
         ended = true
         releaseBuffers()
         return key
+    }
+
+    /// Puts a file within one part as the object `key`, if no object has that name: false
+    /// when one has (the store answered 412).
+    private func putWhole(_ bytes: UnsafeRawBufferPointer, as key: String) throws(StorageError) -> Bool {
+        do {
+            _ = try client.putObject(key, bytes: bytes, contentType: ContentTypes.forName(key), condition: .ifNoneMatch)
+            return true
+        } catch S3Error.preconditionFailed {
+            return false
+        } catch {
+            objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
+            throw S3UploadStore.storageError(error, doing: "store \(key)")
+        }
     }
 
     func discard() {
