@@ -390,20 +390,22 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
 
 /// A part's bytes, in memory mapped for it alone, so that it goes back to the system whole
 /// when released: malloc keeps buffers this large in the process's heap once the first is
-/// freed, and a node's memory crept up from upload to upload.
+/// freed, and a node's memory crept up from upload to upload. The last few mappings let go
+/// of wait in `PartMemory` for the next buffer of their size.
 final class PartBuffer: @unchecked Sendable {
     let capacity: Int
     private let base: UnsafeMutableRawPointer
+    private let memory: PartMemory
     private(set) var count = 0
 
-    init?(capacity: Int) {
-        guard let mapped = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-              mapped != MAP_FAILED else { return nil }
+    init?(capacity: Int, memory: PartMemory = .shared) {
+        guard let mapped = memory.take(capacity) else { return nil }
         self.capacity = capacity
+        self.memory = memory
         base = mapped
     }
 
-    deinit { munmap(base, capacity) }
+    deinit { memory.give(base, capacity: capacity) }
 
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
     /// The start of the memory, for a reader on another thread while this one appends: it
@@ -471,5 +473,59 @@ final class ByteBudget: Sendable {
 
     func give(_ bytes: Int) {
         left.withLock { $0 += bytes }
+    }
+}
+
+/// The mappings of buffers let go of, kept for the next buffer of the same size. A fresh
+/// mapping costs a page fault and a zeroed page for each 4 KiB written into it, and unmapping
+/// it a TLB flush on each core. A node answering 1 MiB Range GETs from the store mapped a
+/// window for each, and keeping them took a third off its CPU for those GETs. The most recently
+/// released are kept, to at most `idleBytes` in all: what an idle node may hold the more
+/// (outside the uploads' budget, which counts buffers in use).
+final class PartMemory: Sendable {
+    /// A part, or the two windows of a download.
+    static let shared = PartMemory(idleBytes: max(S3UploadStore.partSize, 2 * StoredObjectSource.window))
+    let idleBytes: Int
+    /// Addresses and sizes, the most recently released last.
+    private let idle = Mutex<[(address: UInt, capacity: Int)]>([])
+
+    init(idleBytes: Int) { self.idleBytes = idleBytes }
+
+    deinit {
+        for mapping in idle.withLock({ $0 }) { munmap(UnsafeMutableRawPointer(bitPattern: mapping.address), mapping.capacity) }
+    }
+
+    /// A kept mapping of `capacity` bytes (the last released), else a new one; nil when the
+    /// system has no memory to map.
+    func take(_ capacity: Int) -> UnsafeMutableRawPointer? {
+        let kept: UInt? = idle.withLock { idle in
+            guard let index = idle.lastIndex(where: { $0.capacity == capacity }) else { return nil }
+            return idle.remove(at: index).address
+        }
+        if let kept { return UnsafeMutableRawPointer(bitPattern: kept) }
+        guard let mapped = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+              mapped != MAP_FAILED else { return nil }
+        return mapped
+    }
+
+    /// Keeps the mapping, and unmaps the oldest kept ones past `idleBytes`.
+    func give(_ base: UnsafeMutableRawPointer, capacity: Int) {
+        let evicted: [(address: UInt, capacity: Int)] = idle.withLock { idle in
+            idle.append((UInt(bitPattern: base), capacity))
+            var held = idle.reduce(0) { $0 + $1.capacity }
+            var count = 0
+            while held > idleBytes {
+                held -= idle[count].capacity
+                count += 1
+            }
+            defer { idle.removeFirst(count) }
+            return Array(idle.prefix(count))
+        }
+        for mapping in evicted { munmap(UnsafeMutableRawPointer(bitPattern: mapping.address), mapping.capacity) }
+    }
+
+    /// The bytes kept, and where.
+    var kept: (bytes: Int, addresses: Set<UInt>) {
+        idle.withLock { idle in (idle.reduce(0) { $0 + $1.capacity }, Set(idle.map(\.address))) }
     }
 }
