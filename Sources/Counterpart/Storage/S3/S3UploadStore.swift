@@ -518,8 +518,9 @@ final class PartMemory: Sendable {
                 held -= idle[count].capacity
                 count += 1
             }
-            defer { idle.removeFirst(count) }
-            return Array(idle.prefix(count))
+            let evicted = Array(idle.prefix(count))
+            idle.removeFirst(count)
+            return evicted
         }
         for mapping in evicted { munmap(UnsafeMutableRawPointer(bitPattern: mapping.address), mapping.capacity) }
     }
