@@ -5,9 +5,11 @@
 //     (scripts/cluster: one node, and two nodes, behind nginx with TLS and HTTP/2);
 //   - a 1 GiB upload (curl -F) into one node straight and through the front, and two at
 //     once into the two-node cluster, beside the engine's own PUT of the same file (curl
-//     --aws-sigv4 -T): MB/s, each node's peak RSS and CPU;
+//     --aws-sigv4 -T) and its own multipart upload with a node's parts: MB/s, each node's
+//     peak RSS and CPU;
 //   - many small files, eight at a time, beside as many PUTs;
-//   - a 1 GiB download and 200 Range GETs of 1 MiB (p50, p99) beside the engine's own GETs.
+//   - a 1 GiB download and 200 Range GETs of 1 MiB (p50, p99) beside the engine's own GETs,
+//     straight and through the same nginx.
 // Uploaded objects are deleted after each run: the engine's device holds a few GiB.
 
 import Foundation
@@ -22,6 +24,11 @@ extension ServerBench {
     static let objectStoreSmallFiles = 1_000
     static let objectStoreSmallSize = 16 << 10
     static let objectStoreParallel = 8
+    /// How a node sends a form upload's file to the store (`S3UploadStore.partSize`,
+    /// `S3ObjectDestination.partsInFlight`): the engine's own multipart upload is measured
+    /// with the same.
+    static let objectStorePartSize = 8 << 20
+    static let objectStorePartsInFlight = 2
 
     func runObjectStore(context: BenchContext) {
         let options = context.options
@@ -84,6 +91,8 @@ struct StoreCluster {
     let nodePIDs: [Int32]
     let bucket: String
     let prefix: String
+    /// The same nginx settings in front of the engine itself (a peer for what the front costs).
+    let engineFront: String
 
     /// curl's arguments for the front: HTTP/2 over TLS, trusting its certificate.
     var frontArguments: [String] { ["--http2", "--cacert", certificate] }
@@ -142,8 +151,8 @@ final class ObjectStoreSetup {
             CleanupRegistry.shared.add(process: front)
         }
         guard let url = values["CLUSTER_URL"], let certificate = values["CLUSTER_CA"], let store = values["CLUSTER_STORE"],
-              store.hasPrefix("s3://") else {
-            throw BenchFailure("\(folder)/cluster.env lacks CLUSTER_URL, CLUSTER_CA or CLUSTER_STORE")
+              store.hasPrefix("s3://"), let engineFront = values["CLUSTER_ENGINE_FRONT"] else {
+            throw BenchFailure("\(folder)/cluster.env lacks CLUSTER_URL, CLUSTER_CA, CLUSTER_STORE or CLUSTER_ENGINE_FRONT")
         }
         let location = store.dropFirst(5)
         let bucket = String(location.prefix { $0 != "/" })
@@ -151,7 +160,7 @@ final class ObjectStoreSetup {
         let nodeURLs = (values["CLUSTER_NODES"] ?? "").split(separator: " ").map(String.init)
         guard nodeURLs.count == nodes, nodePIDs.count == nodes else { throw BenchFailure("\(folder): \(nodeURLs.count) node URLs, \(nodePIDs.count) PIDs") }
         return StoreCluster(folder: folder, url: url, certificate: certificate, nodes: nodeURLs, nodePIDs: nodePIDs,
-                            bucket: bucket, prefix: prefix)
+                            bucket: bucket, prefix: prefix, engineFront: engineFront)
     }
 
     /// Runs a set-up script to its end (its output to `log`, shown when it fails). Not with
@@ -321,9 +330,79 @@ private struct ObjectStoreRun {
         return wall
     }
 
+    /// The engine's own multipart upload of the big file, sent as a node sends a form
+    /// upload's file (whose size is known only at its end, so it cannot be one `PUT`): parts
+    /// of the node's size, as many at once (one curl, `--parallel`), then the completion; the
+    /// wall time of all of it. `parts`: the big file cut into parts (`cutIntoParts`).
+    private func engineMultipartPut(run: Int, parts: [String]) throws -> Double {
+        let url = engineURL(setup.one.bucket, "engine/multipart-\(run).bin")
+        defer { _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", url]) }
+        return try seconds {
+            let created = try runCommand(curl, engine.signing + ["-s", "-X", "POST", url + "?uploads="])
+            guard created.status == 0, let uploadID = Self.xmlElement("UploadId", in: created.output) else {
+                throw BenchFailure("CreateMultipartUpload answered \(created.output.prefix(300))")
+            }
+            let configuration = fixture.folder + "/object-store-multipart.curlrc"
+            var text = ""
+            for (index, path) in parts.enumerated() {
+                if index > 0 { text += "next\n" }
+                text += "url = \"\(url)?partNumber=\(index + 1)&uploadId=\(uploadID)\"\nupload-file = \"\(path)\"\n"
+                    + "output = \"/dev/null\"\nsilent\nwrite-out = \"%{http_code} \(index + 1) %header{etag}\\n\"\n" + engine.signingLines
+            }
+            try text.write(toFile: configuration, atomically: true, encoding: .utf8)
+            let figures = try curlFigures(["-Z", "--parallel-immediate", "--parallel-max", String(ServerBench.objectStorePartsInFlight),
+                                           "-K", configuration], what: "engine parts")
+            var etags: [Int: Substring] = [:]
+            for index in stride(from: 0, to: figures.count - 2, by: 3) where figures[index] == "200" {
+                if let number = Int(figures[index + 1]) { etags[number] = figures[index + 2] }
+            }
+            guard figures.count == 3 * parts.count, etags.count == parts.count else {
+                throw BenchFailure("the engine took \(etags.count) parts of \(parts.count): \(figures.prefix(12))")
+            }
+            let completion = fixture.folder + "/object-store-multipart.xml"
+            try ("<CompleteMultipartUpload>" + (1...parts.count).map { "<Part><PartNumber>\($0)</PartNumber><ETag>\(etags[$0]!)</ETag></Part>" }.joined()
+                 + "</CompleteMultipartUpload>").write(toFile: completion, atomically: true, encoding: .utf8)
+            let completed = try runCommand(curl, engine.signing + ["-s", "-w", "\n%{http_code}", "-X", "POST", "--data-binary", "@" + completion,
+                                                                   url + "?uploadId=" + uploadID])
+            // The store may answer 200 with an error in the body (S3's rule for completions).
+            guard completed.output.hasSuffix("\n200"), Self.xmlElement("ETag", in: completed.output) != nil else {
+                throw BenchFailure("CompleteMultipartUpload answered \(completed.output.prefix(300))")
+            }
+        }
+    }
+
+    /// The big file cut into files of a part each, for the engine's multipart upload.
+    private func cutIntoParts() throws -> [String] {
+        let folder = fixture.folder + "/object-store-parts"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        guard let input = FileHandle(forReadingAtPath: fixture.bigPath) else { throw BenchFailure("cannot read \(fixture.bigPath)") }
+        defer { try? input.close() }
+        var paths: [String] = []
+        while let piece = try input.read(upToCount: ServerBench.objectStorePartSize), !piece.isEmpty {
+            let path = folder + "/part-\(paths.count + 1)"
+            guard FileManager.default.createFile(atPath: path, contents: piece) else { throw BenchFailure("cannot write \(path)") }
+            paths.append(path)
+        }
+        return paths
+    }
+
+    /// The text of the first `<name>…</name>` in an S3 answer.
+    private static func xmlElement(_ name: String, in text: String) -> String? {
+        guard let start = text.range(of: "<\(name)>"), let end = text.range(of: "</\(name)>", range: start.upperBound..<text.endIndex) else { return nil }
+        return String(text[start.upperBound..<end.lowerBound])
+    }
+
     private func uploads() {
         let megabytes = Double(fixture.bigSize) / 1e6
         let one = setup.one, two = setup.two
+        let parts: [String]
+        do {
+            parts = try cutIntoParts()
+        } catch {
+            print("\n  Upload: FAILED to cut the file into parts: \(error)")
+            return
+        }
+        defer { try? FileManager.default.removeItem(atPath: fixture.folder + "/object-store-parts") }
         let subjects = [
             Subject(label: "engine: PUT (curl --aws-sigv4 -T)", nodePIDs: []) { run in megabytes / (try enginePut(count: 1, run: run)) },
             Subject(label: "1 node, straight (HTTP/1.1)", nodePIDs: one.nodePIDs) { run in
@@ -342,6 +421,8 @@ private struct ObjectStoreRun {
                 defer { for name in names { deleteObject(two, name) } }
                 return 2 * megabytes / (try uploadBigInParallel(through: two, names: names))
             },
+            Subject(label: "engine: multipart PUT, \(ServerBench.objectStorePartSize >> 20) MiB parts, \(ServerBench.objectStorePartsInFlight) at once",
+                    nodePIDs: []) { run in megabytes / (try engineMultipartPut(run: run, parts: parts)) },
         ]
         print("""
 
@@ -353,6 +434,10 @@ private struct ObjectStoreRun {
         ratio(results[1], over: results[0], "1 node straight / engine PUT", target: 0.8)
         ratio(results[2], over: results[0], "1 node behind nginx / engine PUT", target: 0.8)
         ratio(results[4], over: results[3], "2 nodes behind nginx / engine, 2 at once", target: 0.8)
+        // A node must send a form upload's file as a multipart upload: what the engine gives
+        // its own multipart upload with the node's parts says how much of the gap is the node's.
+        ratio(results[5], over: results[0], "engine multipart PUT / engine PUT", target: nil)
+        ratio(results[1], over: results[5], "1 node straight / engine multipart PUT", target: nil)
         for index in [1, 2, 4] {
             if let peak = results[index].peakRSS.values.max() {
                 context.record(TargetCheck(name: "object store: node peak RSS, \(subjects[index].label)", measured: peak, target: 64,
@@ -536,6 +621,8 @@ private struct ObjectStoreRun {
             subject("engine: ranged GET", [], engineURL(two.bucket, "engine/download.bin"), engine.signingLines, "engine"),
             subject("node, straight (HTTP/1.1)", [two.nodePIDs[0]], two.nodes[0] + "/uploads/" + stored, "", "straight"),
             subject("2 nodes behind nginx (TLS, HTTP/2)", two.nodePIDs, two.url + "/uploads/" + stored, two.frontLines, "front"),
+            subject("engine behind the same nginx", [], two.engineFront + "/" + two.bucket + "/engine/download.bin",
+                    engine.signingLines + two.frontLines, "engine-front"),
         ]
         print("""
 
@@ -554,6 +641,9 @@ private struct ObjectStoreRun {
             context.record(RatioRecord(section: section, name: "Range p99: \(subjects[index].label) / engine", ratio: node / direct,
                                        target: "≤ 2 (lower is better)", passes: node / direct <= 2))
         }
+        // What the front itself costs, and the nodes beside the engine behind the same front.
+        ratio(results[3], over: results[0], "Range p99: engine behind nginx / engine (what the front costs)", target: nil)
+        ratio(results[2], over: results[3], "Range p99: 2 nodes behind nginx / engine behind the same nginx", target: nil)
     }
 
     // MARK: Tables and ratios
