@@ -315,14 +315,16 @@ private struct ObjectStoreRun {
         return wall
     }
 
-    /// The engine's own PUTs of the big file, `count` at once; the wall time.
-    private func enginePut(count: Int, run: Int) throws -> Double {
-        let keys = (0..<count).map { "engine/big-\(run)-\($0).bin" }
+    /// The engine's own PUTs of the big file, `count` at once (straight, or through the
+    /// engine's side of a cluster's front); the wall time.
+    private func enginePut(count: Int, run: Int, through front: StoreCluster? = nil) throws -> Double {
+        let keys = (0..<count).map { "engine/big-\(run)-\($0)\(front == nil ? "" : "-front").bin" }
         defer { for key in keys { _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", engineURL(setup.one.bucket, key)]) } }
         var arguments = ["-s", "-Z", "--parallel-immediate", "--parallel-max", String(count)]
         for (index, key) in keys.enumerated() {
             if index > 0 { arguments.append("--next") }
-            arguments += engine.signing + ["-o", "/dev/null", "-w", "%{http_code}\\n", "-T", fixture.bigPath, engineURL(setup.one.bucket, key)]
+            let url = front.map { "\($0.engineFront)/\(setup.one.bucket)/\(key)" } ?? engineURL(setup.one.bucket, key)
+            arguments += engine.signing + (front?.frontArguments ?? []) + ["-o", "/dev/null", "-w", "%{http_code}\\n", "-T", fixture.bigPath, url]
         }
         var statuses: [Substring] = []
         let wall = try seconds { statuses = try curlFigures(arguments, what: "engine PUT") }
@@ -423,6 +425,7 @@ private struct ObjectStoreRun {
             },
             Subject(label: "engine: multipart PUT, \(ServerBench.objectStorePartSize >> 20) MiB parts, \(ServerBench.objectStorePartsInFlight) at once",
                     nodePIDs: []) { run in megabytes / (try engineMultipartPut(run: run, parts: parts)) },
+            Subject(label: "engine: PUT behind the same nginx", nodePIDs: []) { run in megabytes / (try enginePut(count: 1, run: run, through: one)) },
         ]
         print("""
 
@@ -438,6 +441,8 @@ private struct ObjectStoreRun {
         // its own multipart upload with the node's parts says how much of the gap is the node's.
         ratio(results[5], over: results[0], "engine multipart PUT / engine PUT", target: nil)
         ratio(results[1], over: results[5], "1 node straight / engine multipart PUT", target: nil)
+        ratio(results[6], over: results[0], "engine PUT behind nginx / engine PUT (what the front costs)", target: nil)
+        ratio(results[2], over: results[6], "1 node behind nginx / engine PUT behind the same nginx", target: nil)
         for index in [1, 2, 4] {
             if let peak = results[index].peakRSS.values.max() {
                 context.record(TargetCheck(name: "object store: node peak RSS, \(subjects[index].label)", measured: peak, target: 64,
