@@ -336,14 +336,21 @@ private struct ObjectStoreRun {
     /// upload's file (whose size is known only at its end, so it cannot be one `PUT`): parts
     /// of the node's size, as many at once (one curl, `--parallel`), then the completion; the
     /// wall time of all of it. `parts`: the big file cut into parts (`cutIntoParts`).
-    private func engineMultipartPut(run: Int, parts: [String]) throws -> Double {
+    private func engineMultipartPut(run: Int, parts: Swift.Result<[String], any Error>) throws -> Double {
+        let parts = try parts.get()
         let url = engineURL(setup.one.bucket, "engine/multipart-\(run).bin")
-        defer { _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", url]) }
+        var unfinished: String?
+        defer {
+            // An upload that failed half-way is aborted: its parts would hold the engine's room.
+            if let unfinished { _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", url + "?uploadId=" + unfinished]) }
+            _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", url])
+        }
         return try seconds {
             let created = try runCommand(curl, engine.signing + ["-s", "-X", "POST", url + "?uploads="])
             guard created.status == 0, let uploadID = Self.xmlElement("UploadId", in: created.output) else {
                 throw BenchFailure("CreateMultipartUpload answered \(created.output.prefix(300))")
             }
+            unfinished = uploadID
             let configuration = fixture.folder + "/object-store-multipart.curlrc"
             var text = ""
             for (index, path) in parts.enumerated() {
@@ -370,6 +377,7 @@ private struct ObjectStoreRun {
             guard completed.output.hasSuffix("\n200"), Self.xmlElement("ETag", in: completed.output) != nil else {
                 throw BenchFailure("CompleteMultipartUpload answered \(completed.output.prefix(300))")
             }
+            unfinished = nil
         }
     }
 
@@ -397,14 +405,9 @@ private struct ObjectStoreRun {
     private func uploads() {
         let megabytes = Double(fixture.bigSize) / 1e6
         let one = setup.one, two = setup.two
-        let parts: [String]
-        do {
-            parts = try cutIntoParts()
-        } catch {
-            print("\n  Upload: FAILED to cut the file into parts: \(error)")
-            return
-        }
+        // Cut once for all runs; without them only the multipart peer fails.
         defer { try? FileManager.default.removeItem(atPath: fixture.folder + "/object-store-parts") }
+        let parts = Swift.Result { try cutIntoParts() }
         let subjects = [
             Subject(label: "engine: PUT (curl --aws-sigv4 -T)", nodePIDs: []) { run in megabytes / (try enginePut(count: 1, run: run)) },
             Subject(label: "1 node, straight (HTTP/1.1)", nodePIDs: one.nodePIDs) { run in

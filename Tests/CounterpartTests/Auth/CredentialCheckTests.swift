@@ -84,11 +84,14 @@ struct CredentialCheckTests {
         let body = MultipartWriter.formData([(MultipartWriter.formDataHeaders(name: "file", filename: "secret.bin"), content)],
                                             boundary: try MultipartBoundary("B0UND"))
         let attempts = [("", 401), (TestCredentials.basic("reader", "pw-reader") + "\r\n", 403), (TestCredentials.basic("writer", "nope") + "\r\n", 401)]
-        for (authorization, expected) in attempts {
+        for (index, (authorization, expected)) in attempts.enumerated() {
             let connection = try RawHTTPConnection(port: server.server.port)
             connection.send(Array("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=B0UND\r\n\(authorization)Content-Length: \(body.count)\r\n\r\n".utf8) + body)
             let (head, _) = try #require(connection.readResponse())
             #expect(statusCode(of: head) == expected)
+            // The journal records a request once its connection is done with it, which may
+            // be after the client has its answer: wait, so that the entries keep this order.
+            _ = server.server.journal.waitForRequests(path: "/upload", count: index + 1)
         }
         let file = try temporaryFile("big.bin", testBytes(count: 3 << 20))
         let curled = try curl(["-F", "file=@\(file)", server.url("/upload")])
