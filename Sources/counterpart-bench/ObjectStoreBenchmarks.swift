@@ -270,11 +270,19 @@ private struct ObjectStoreRun {
         return result.output.split(whereSeparator: { $0 == " " || $0 == "\n" })
     }
 
-    private func engineURL(_ bucket: String, _ key: String) -> String { "\(engine.endpoint)/\(bucket)/\(key)" }
+    /// An object's URL at the engine, or at the engine's side of a cluster's front.
+    private func engineURL(_ bucket: String, _ key: String, through front: StoreCluster? = nil) -> String {
+        "\(front?.engineFront ?? engine.endpoint)/\(bucket)/\(key)"
+    }
+
+    /// Deletes what `url` names at the engine (an object, or with `?uploadId=` a multipart upload).
+    private func deleteFromEngine(_ url: String) {
+        _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", url])
+    }
 
     private func deleteObject(_ cluster: StoreCluster, _ name: String) {
         for key in [cluster.prefix + name, cluster.prefix + ".counterpart/names/" + name] {
-            _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", engineURL(cluster.bucket, key)])
+            deleteFromEngine(engineURL(cluster.bucket, key))
         }
     }
 
@@ -319,12 +327,12 @@ private struct ObjectStoreRun {
     /// engine's side of a cluster's front); the wall time.
     private func enginePut(count: Int, run: Int, through front: StoreCluster? = nil) throws -> Double {
         let keys = (0..<count).map { "engine/big-\(run)-\($0)\(front == nil ? "" : "-front").bin" }
-        defer { for key in keys { _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", engineURL(setup.one.bucket, key)]) } }
+        defer { for key in keys { deleteFromEngine(engineURL(setup.one.bucket, key)) } }
         var arguments = ["-s", "-Z", "--parallel-immediate", "--parallel-max", String(count)]
         for (index, key) in keys.enumerated() {
             if index > 0 { arguments.append("--next") }
-            let url = front.map { "\($0.engineFront)/\(setup.one.bucket)/\(key)" } ?? engineURL(setup.one.bucket, key)
-            arguments += engine.signing + (front?.frontArguments ?? []) + ["-o", "/dev/null", "-w", "%{http_code}\\n", "-T", fixture.bigPath, url]
+            arguments += engine.signing + (front?.frontArguments ?? [])
+                + ["-o", "/dev/null", "-w", "%{http_code}\\n", "-T", fixture.bigPath, engineURL(setup.one.bucket, key, through: front)]
         }
         var statuses: [Substring] = []
         let wall = try seconds { statuses = try curlFigures(arguments, what: "engine PUT") }
@@ -342,8 +350,8 @@ private struct ObjectStoreRun {
         var unfinished: String?
         defer {
             // An upload that failed half-way is aborted: its parts would hold the engine's room.
-            if let unfinished { _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", url + "?uploadId=" + unfinished]) }
-            _ = try? runCommand(curl, engine.signing + ["-s", "-o", "/dev/null", "-X", "DELETE", url])
+            if let unfinished { deleteFromEngine(url + "?uploadId=" + unfinished) }
+            deleteFromEngine(url)
         }
         return try seconds {
             let created = try runCommand(curl, engine.signing + ["-s", "-X", "POST", url + "?uploads="])
@@ -629,7 +637,7 @@ private struct ObjectStoreRun {
             subject("engine: ranged GET", [], engineURL(two.bucket, "engine/download.bin"), engine.signingLines, "engine"),
             subject("node, straight (HTTP/1.1)", [two.nodePIDs[0]], two.nodes[0] + "/uploads/" + stored, "", "straight"),
             subject("2 nodes behind nginx (TLS, HTTP/2)", two.nodePIDs, two.url + "/uploads/" + stored, two.frontLines, "front"),
-            subject("engine behind the same nginx", [], two.engineFront + "/" + two.bucket + "/engine/download.bin",
+            subject("engine behind the same nginx", [], engineURL(two.bucket, "engine/download.bin", through: two),
                     engine.signingLines + two.frontLines, "engine-front"),
         ]
         print("""
