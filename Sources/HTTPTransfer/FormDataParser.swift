@@ -11,6 +11,8 @@ public struct FormPart: Equatable, Sendable {
     public var headers: MultipartHeaders
     /// 1-based position of the part in the body.
     public var number: Int
+    /// Where the part's content starts in the body.
+    public var contentOffset: Int
 
     public var isFile: Bool { filename != nil }
 }
@@ -138,6 +140,6 @@ private struct FormState {
         let contentType = contentTypeText
             ?? (filename == nil ? "text/plain" : "application/octet-stream")
         return FormPart(name: name, filename: filename, contentType: contentType,
-                        headers: part.headers, number: part.number)
+                        headers: part.headers, number: part.number, contentOffset: part.contentOffset)
     }
 }

@@ -51,6 +51,16 @@ public struct MultipartBoundary: Equatable, Sendable, CustomStringConvertible {
         self.value = value
     }
 
+    /// The size of a part's content that starts at `contentOffset` of a body of `bodyLength`
+    /// bytes, if it is the body's last part and the body ends as curl, browsers and
+    /// `MultipartWriter` end one: `CRLF--boundary--CRLF`, nothing after. A guess to plan
+    /// with, never to trust: another part may follow, or an epilogue, or no final CRLF.
+    public func sizeIfLastPart(startingAt contentOffset: Int, bodyLength: UInt64) -> UInt64? {
+        let closing = UInt64(value.utf8.count + 8)
+        guard contentOffset >= 0, bodyLength >= UInt64(contentOffset) + closing else { return nil }
+        return bodyLength - UInt64(contentOffset) - closing
+    }
+
     /// The boundary of a request's `Content-Type`, which must be `multipart/form-data`.
     public init(contentType: String?) throws(MultipartBoundaryError) {
         guard let contentType, !contentType.isEmpty else { throw .notFormData(nil) }

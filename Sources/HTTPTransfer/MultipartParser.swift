@@ -23,12 +23,13 @@ public struct MultipartLimits: Equatable, Sendable {
     }
 }
 
-/// A part as it begins: its headers, its number (1-based) and where its header section
-/// starts in the body.
+/// A part as it begins: its headers, its number (1-based), where its header section
+/// starts in the body and where its content starts.
 public struct MultipartPart: Equatable, Sendable {
     public var headers: MultipartHeaders
     public var number: Int
     public var offset: Int
+    public var contentOffset: Int
 }
 
 /// What the parser reports while it reads a body.
@@ -380,7 +381,7 @@ public struct MultipartParser {
             }
             position += lf + 1
             if sectionEnded {
-                let part = MultipartPart(headers: headers, number: partCount, offset: partOffset)
+                let part = MultipartPart(headers: headers, number: partCount, offset: partOffset, contentOffset: partOffset + headerBytes)
                 headers = MultipartHeaders()
                 inPart = true
                 openData()

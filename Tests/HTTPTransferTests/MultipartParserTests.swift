@@ -516,4 +516,37 @@ struct MultipartParserTests {
             }
         }
     }
+
+    /// Each part says where its content starts in the body, however the body is cut into
+    /// chunks (headers split across reads included).
+    @Test func eachPartSaysWhereItsContentStarts() throws {
+        let first = "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n"
+        let second = "\r\n--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x.bin\"\r\nContent-Type: image/png\r\n\r\n"
+        let text = first + "one" + second + "0123456789" + "\r\n--b--\r\n"
+        let body = Array(text.utf8)
+        for chunking in Chunking.all(for: body) {
+            var parser = FormDataParser(boundary: try MultipartBoundary("b"))
+            var offsets: [Int] = []
+            for chunk in chunking.chunks(of: body) {
+                try parser.feed(Array(chunk)) { event in
+                    if case .partBegin(let part) = event { offsets.append(part.contentOffset) }
+                }
+            }
+            try parser.finish()
+            #expect(offsets == [first.utf8.count, first.utf8.count + 3 + second.utf8.count], "\(chunking)")
+        }
+    }
+
+    /// The size guessed for a file that is the body's last part is exact for a body closed
+    /// as curl and browsers close one, and never negative.
+    @Test func theSizeOfALastPartIsGuessedFromTheBodysLength() throws {
+        let boundary = try MultipartBoundary("b")
+        let head = "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x\"\r\n\r\n"
+        let body = head + String(repeating: "z", count: 1_000) + "\r\n--b--\r\n"
+        #expect(boundary.sizeIfLastPart(startingAt: head.utf8.count, bodyLength: UInt64(body.utf8.count)) == 1_000)
+        #expect(boundary.sizeIfLastPart(startingAt: head.utf8.count, bodyLength: UInt64(head.utf8.count + 10)) == 1)
+        #expect(boundary.sizeIfLastPart(startingAt: head.utf8.count, bodyLength: UInt64(head.utf8.count + 9)) == 0)
+        #expect(boundary.sizeIfLastPart(startingAt: head.utf8.count, bodyLength: UInt64(head.utf8.count + 8)) == nil)
+        #expect(boundary.sizeIfLastPart(startingAt: 100, bodyLength: 50) == nil)
+    }
 }

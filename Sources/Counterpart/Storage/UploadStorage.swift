@@ -7,8 +7,10 @@
 protocol UploadStorage: AnyObject, Sendable {
     /// A new, empty file to write one upload into, to be stored under `name` (or a variant
     /// of it) once complete. An object store starts storing under the name before the file
-    /// is complete (a multipart upload), so it is told now.
-    func makeSink(named name: String) throws(StorageError) -> UploadSink
+    /// is complete (a multipart upload), so it is told now. `likelySize` is the size the
+    /// file will probably have, when the request tells: a guess, which a backend may plan
+    /// with but must not trust.
+    func makeSink(named name: String, likelySize: UInt64?) throws(StorageError) -> UploadSink
     /// Makes the names committed so far durable: called once before answering for them.
     func syncNames() throws(StorageError)
     /// Throws (out of space) when `bytes` more would not fit.

@@ -16,7 +16,8 @@ struct UploadEndpoint: Sendable {
     }
 
     private func receiver(for head: RequestHead, _ boundary: MultipartBoundary) -> UploadReceiver {
-        UploadReceiver(store: store, limits: limits, boundary: boundary, answersHTML: AcceptHeader(head.header("Accept")).prefersHTML)
+        UploadReceiver(store: store, limits: limits, boundary: boundary, bodyLength: head.contentLength,
+                       answersHTML: AcceptHeader(head.header("Accept")).prefersHTML)
     }
 
     /// What the head alone decides: the answer (OPTIONS, a refusal), or the boundary to read the body with.
@@ -130,6 +131,9 @@ final class UploadReceiver: RequestBodyReceiver {
     private let store: any UploadStorage
     private let limits: UploadLimits
     private let answersHTML: Bool
+    private let boundary: MultipartBoundary
+    /// The body's length when the request gave it.
+    private let bodyLength: UInt64?
     private var parser: FormDataParser
     private var received: UInt64 = 0
     /// The answer once something went wrong, and how much had been received then: from
@@ -146,10 +150,12 @@ final class UploadReceiver: RequestBodyReceiver {
     private var fields: [(name: String, value: [UInt8])] = []
     private var files: [StoredFile] = []
 
-    init(store: any UploadStorage, limits: UploadLimits, boundary: MultipartBoundary, answersHTML: Bool) {
+    init(store: any UploadStorage, limits: UploadLimits, boundary: MultipartBoundary, bodyLength: UInt64?, answersHTML: Bool) {
         self.store = store
         self.limits = limits
         self.answersHTML = answersHTML
+        self.boundary = boundary
+        self.bodyLength = bodyLength
         parser = FormDataParser(boundary: boundary, limits: limits.multipart)
     }
 
@@ -195,7 +201,13 @@ final class UploadReceiver: RequestBodyReceiver {
         switch event {
         case .partBegin(let part):
             currentPart = part
-            if part.isFile { sink = try store.makeSink(named: SafeFilename.make(from: part.filename ?? "")) } else { fieldValue.removeAll(keepingCapacity: true) }
+            if part.isFile {
+                // Most clients send a file as the body's last part: its size is then known now.
+                let likelySize = bodyLength.flatMap { boundary.sizeIfLastPart(startingAt: part.contentOffset, bodyLength: $0) }
+                sink = try store.makeSink(named: SafeFilename.make(from: part.filename ?? ""), likelySize: likelySize)
+            } else {
+                fieldValue.removeAll(keepingCapacity: true)
+            }
         case .partData(let bytes):
             if let sink { try sink.write(bytes) } else { fieldValue.append(contentsOf: bytes) }
         case .partEnd:

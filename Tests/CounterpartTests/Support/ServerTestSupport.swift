@@ -84,14 +84,16 @@ final class TestServer: Sendable {
     }
 
     /// What a failed or finished request must not leave: temporary files of uploads and of
-    /// state saves (a folder), multipart uploads left open (an object store).
+    /// state saves (a folder), multipart uploads left open and staging objects (an object
+    /// store).
     func temporaryFiles() -> [String] {
         guard objectStore != nil else {
             let top = (try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []
             let resumable = (try? FileManager.default.contentsOfDirectory(atPath: uploads.appendingPathComponent(".resumable").path)) ?? []
             return top.filter { $0.hasPrefix(".counterpart-") } + resumable.filter { $0.hasSuffix(".tmp") }
         }
-        return uploadedNames().filter { $0.hasPrefix(".multipart-") }
+        let staged = (try? objectStore!.listObjects(prefix: ".counterpart/staging/").objects.map(\.key)) ?? []
+        return uploadedNames().filter { $0.hasPrefix(".multipart-") } + staged
     }
 
     /// The bytes of the upload stored as `name`, from the folder or the object store.

@@ -48,6 +48,58 @@ struct UploadTests {
         }
     }
 
+    /// How the body after a large file ends. An object store streams a file that is the
+    /// body's last part, of the size the request's length then gives, as one `PUT`: each
+    /// ending but the first makes that guess wrong, and the file must still be stored whole.
+    enum LargeFileEnding: String, CaseIterable, Sendable {
+        case closed, fieldAfter, noFinalLineEnd, epilogue, spaceAfterClose, chunked
+
+        var tail: String {
+            switch self {
+            case .closed, .chunked: return "\r\n--b--\r\n"
+            case .fieldAfter: return "\r\n--b\r\nContent-Disposition: form-data; name=\"note\"\r\n\r\nafter\r\n--b--\r\n"
+            case .noFinalLineEnd: return "\r\n--b--"
+            case .epilogue: return "\r\n--b--\r\nan epilogue, which is ignored\r\n"
+            case .spaceAfterClose: return "\r\n--b--  \r\n"
+            }
+        }
+    }
+
+    @Test(arguments: LargeFileEnding.allCases)
+    func aLargeFileIsStoredWholeHoweverItsBodyEnds(_ ending: LargeFileEnding) throws {
+        let data = testBytes(count: 17 << 20, seed: 23)
+        let head = "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"large.bin\"\r\n\r\n"
+        let body = Array(head.utf8) + [UInt8](data) + Array(ending.tail.utf8)
+        let result = try postBody(body, contentType: "multipart/form-data; boundary=b", to: server.url("/upload"),
+                                  extra: ending == .chunked ? ["-H", "Transfer-Encoding: chunked"] : [])
+        #expect(result.status == 200, "\(result.text)")
+        let files = try #require(try result.json()["files"] as? [[String: Any]])
+        #expect(files.first?["size"] as? Int == data.count)
+        #expect(files.first?["sha256"] as? String == (try sha256(data)))
+        #expect(try server.uploadedData("large.bin") == data)
+        if let store = server.objectStore {
+            // Which way it went: one PUT (an ETag without `-N`), or parts after all.
+            let etag = try #require(try store.headObject("large.bin")).etag
+            let streamedWhole = [.closed, .fieldAfter, .epilogue, .spaceAfterClose].contains(ending)
+            #expect(etag.contains("-") != streamedWhole, "\(ending): \(etag)")
+        }
+        #expect(server.eventually { server.uploadedNames() == ["large.bin"] && server.temporaryFiles().isEmpty },
+                "\(server.uploadedNames()) \(server.temporaryFiles())")
+    }
+
+    /// A large body cut by its client: nothing of it stays, streamed or not.
+    @Test func aLargeBodyCutByItsClientLeavesNothing() throws {
+        let head = "--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"cut.bin\"\r\n\r\n"
+        let length = head.utf8.count + (17 << 20) + 9
+        do {
+            let connection = try RawHTTPConnection(port: server.server.port)
+            connection.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: \(length)\r\n\r\n" + head)
+            connection.send([UInt8](testBytes(count: 12 << 20, seed: 5)))
+        }
+        #expect(server.eventually { server.uploadedNames().isEmpty && server.temporaryFiles().isEmpty },
+                "\(server.uploadedNames()) \(server.temporaryFiles())")
+    }
+
     @Test func aFileAndAFieldAreStoredAndReported() throws {
         let png = testBytes(count: 48_213, seed: 7)
         let path = try temporaryFile("Snip20151228_572.png", png)

@@ -30,7 +30,7 @@ final class LocalUploadStore: UploadStorage {
         }
     }
 
-    func makeSink(named name: String) throws(StorageError) -> UploadSink {
+    func makeSink(named name: String, likelySize: UInt64?) throws(StorageError) -> UploadSink {
         let path = "\(folder)/\(Self.temporaryPrefix)\(getpid())-\(Self.counter.next()).part"
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw StorageError(operation: "create a temporary file", code: errno) }

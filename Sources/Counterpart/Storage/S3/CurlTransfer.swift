@@ -30,17 +30,19 @@ struct CurlResponse {
 
 /// A request body: bytes in memory, or a stretch of an open file, read with `pread` as the
 /// request goes out (a part of hundreds of MiB need not be in memory; the descriptor's own
-/// offset is not moved). Either must stay valid until the call returns.
+/// offset is not moved), or `count` bytes another thread writes into a pipe as they come
+/// (a client's upload on its way through). Each must stay valid until the call returns.
 public enum S3Body {
     case bytes(UnsafeRawBufferPointer)
     case file(descriptor: Int32, offset: Int64, count: Int64)
+    case stream(BytePipe, count: Int64)
 
     static var empty: S3Body { .bytes(UnsafeRawBufferPointer(start: nil, count: 0)) }
 
     var count: Int64 {
         switch self {
         case .bytes(let bytes): return Int64(bytes.count)
-        case .file(_, _, let count): return count
+        case .file(_, _, let count), .stream(_, let count): return count
         }
     }
 }
@@ -288,6 +290,13 @@ final class CurlHandle: @unchecked Sendable {
                 }
                 bodyOffset += Int64(got)
                 return got
+            case .stream(let pipe, _):
+                guard let got = pipe.read(into: UnsafeMutableRawBufferPointer(start: destination, count: wanted)), got > 0 else {
+                    readError = .invalidRequest("the upload stopped \(body.count - bodyOffset) bytes before the body's length")
+                    return Int(CURL_READFUNC_ABORT)
+                }
+                bodyOffset += Int64(got)
+                return got
             }
         }
 
@@ -300,6 +309,8 @@ final class CurlHandle: @unchecked Sendable {
             default: return false
             }
             guard (0...body.count).contains(target) else { return false }
+            // A pipe's bytes are gone once read: it can only stay where it is.
+            if case .stream = body, target != bodyOffset { return false }
             bodyOffset = target
             return true
         }

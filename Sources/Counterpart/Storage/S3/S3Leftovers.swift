@@ -37,14 +37,18 @@ final class S3Leftovers: @unchecked Sendable {
         var claimMayAppear: Bool
         var objectMayAppear: Bool
         var multipartMayAppear: Bool
+        /// The staging object of a file streamed as one `PUT` (`S3UploadStore.stagingKey`).
+        var stagedMayAppear: Bool
         var quiet = 0
         let givenUpAt: Date
 
-        init(_ claim: NameClaim, claimMayAppear: Bool = false, objectMayAppear: Bool = false, multipartMayAppear: Bool = false) {
+        init(_ claim: NameClaim, claimMayAppear: Bool = false, objectMayAppear: Bool = false, multipartMayAppear: Bool = false,
+             stagedMayAppear: Bool = false) {
             self.claim = claim
             self.claimMayAppear = claimMayAppear
             self.objectMayAppear = objectMayAppear
             self.multipartMayAppear = multipartMayAppear
+            self.stagedMayAppear = stagedMayAppear
             givenUpAt = Date().addingTimeInterval(S3Leftovers.patience)
         }
     }
@@ -120,8 +124,12 @@ final class S3Leftovers: @unchecked Sendable {
                 try client.deleteObject(job.claim.name)
                 found = true
             }
+            if job.stagedMayAppear, try client.headObject(S3UploadStore.stagingKey(for: job.claim)) != nil {
+                try client.deleteObject(S3UploadStore.stagingKey(for: job.claim))
+                found = true
+            }
             job.quiet = found ? 0 : job.quiet + 1
-            guard job.quiet >= Self.quietRounds || !(job.multipartMayAppear || job.objectMayAppear) else { return false }
+            guard job.quiet >= Self.quietRounds || !(job.multipartMayAppear || job.objectMayAppear || job.stagedMayAppear) else { return false }
             try client.deleteObject(claimKey)
             return true
         } catch {

@@ -124,7 +124,7 @@ final class S3ResumableStorage: ResumableStorage {
             }
             stored = claim.name
         } else {
-            let sink = try uploads.makeSink(named: name)
+            let sink = try uploads.makeSink(named: name, likelySize: nil)
             do throws(StorageError) {
                 try readData(of: id) { bytes throws(StorageError) in try sink.write(bytes) }
                 stored = try sink.commit()

@@ -26,6 +26,12 @@ final class S3UploadStore: UploadStorage {
     /// uploads, nor served).
     static let namesPrefix = ".counterpart/names/"
 
+    /// Where a file streamed as one `PUT` waits until it is complete (`StreamedPut`): one
+    /// object for each claim, named by its token.
+    static func stagingKey(for claim: NameClaim) -> String {
+        ".counterpart/staging/" + claim.token
+    }
+
     /// What failed uploads may have left, cleared in the background.
     let leftovers: S3Leftovers
 
@@ -35,8 +41,8 @@ final class S3UploadStore: UploadStorage {
         leftovers = S3Leftovers(client: client, namesPrefix: Self.namesPrefix)
     }
 
-    func makeSink(named name: String) throws(StorageError) -> UploadSink {
-        UploadSink(destination: S3ObjectDestination(store: self, name: name)) { _ throws(StorageError) in }
+    func makeSink(named name: String, likelySize: UInt64?) throws(StorageError) -> UploadSink {
+        UploadSink(destination: S3ObjectDestination(store: self, name: name, likelySize: likelySize)) { _ throws(StorageError) in }
     }
 
     /// The store acknowledges each object once it holds it: nothing is left to make durable.
@@ -65,7 +71,8 @@ final class S3UploadStore: UploadStorage {
     }
 
     func importFile(at path: String, as name: String) throws(StorageError) -> String {
-        let sink = try makeSink(named: name)
+        var status = stat()
+        let sink = try makeSink(named: name, likelySize: stat(path, &status) == 0 ? UInt64(status.st_size) : nil)
         do throws(StorageError) {
             try StorageError.readFile(path, inPiecesOf: UploadWriter.chunkSize, "read \(path)") { piece throws(StorageError) in
                 try sink.write(piece)
@@ -134,9 +141,11 @@ final class S3UploadStore: UploadStorage {
 
     /// Lets go of the name of an upload that failed; with what its writes may have left, when
     /// the store did not answer them, cleared in the background (`S3Leftovers`).
-    func release(_ claim: NameClaim, objectMayAppear: Bool = false, multipartMayAppear: Bool = false) {
-        if !objectMayAppear && !multipartMayAppear, (try? client.deleteObject(Self.namesPrefix + claim.name)) != nil { return }
-        leftovers.settle(.init(claim, objectMayAppear: objectMayAppear, multipartMayAppear: multipartMayAppear))
+    func release(_ claim: NameClaim, objectMayAppear: Bool = false, multipartMayAppear: Bool = false, stagedMayAppear: Bool = false) {
+        if !objectMayAppear && !multipartMayAppear && !stagedMayAppear,
+           (try? client.deleteObject(Self.namesPrefix + claim.name)) != nil { return }
+        leftovers.settle(.init(claim, objectMayAppear: objectMayAppear, multipartMayAppear: multipartMayAppear,
+                               stagedMayAppear: stagedMayAppear))
     }
 
     /// Whether a request that failed may still take effect: the store did not answer it.
@@ -164,6 +173,15 @@ final class S3UploadStore: UploadStorage {
 /// curl and the store when a file is put straight into it. A file that ends within its first
 /// part is one conditional `PUT`.
 ///
+/// A large file whose size the request tells in advance (`likelySize`: the last part of a
+/// body with a `Content-Length`, as curl and browsers send a file) is streamed instead, as
+/// one `PUT` into a staging object, and copied under its name once complete (a copy inside
+/// the store, which RGW makes without moving the data). One request instead of a part every
+/// 8 MiB is what the store takes fastest, through a pipe of `pipeBytes`. The size is only a
+/// guess. A file that turns out longer continues as a multipart upload whose first part is
+/// a copy of the staged object; one that turns out shorter is padded, and its start read
+/// back and put under its name (rare: a file followed by another part or an epilogue).
+///
 /// Memory: the budget is taken as the part filling grows (doubling, up to `partSize`), so a
 /// small file holds little. Each part on its way holds a buffer of its own; those come from
 /// the shared budget only while it is more than half free, so that busy uploads never crowd
@@ -175,10 +193,20 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     static let partsInFlight = 2
     /// S3's most parts in one multipart upload: a file is at most this many parts.
     static let mostParts = 10_000
+    /// Files likely this large, and no larger than S3's largest `PUT`, are streamed.
+    static let streamed: ClosedRange<UInt64> = 2 * UInt64(S3UploadStore.partSize)...(5 << 30)
+    /// The pipe of a streamed file.
+    static let pipeBytes = 8 << 20
 
     private let store: S3UploadStore
     private let name: String
+    private let likelySize: UInt64?
     private var client: S3Client { store.client }
+    /// The file on its way as one `PUT` to its staging object, while within its likely size.
+    private var streaming: StreamedPut?
+    /// The staging object of a streamed file, until it is copied and removed.
+    private var staged: String?
+    private var stagedMayAppear = false
     /// The part filling; nil before the first byte and once ended.
     private var buffer: PartBuffer?
     /// Bytes of the budget the filling buffer holds, and all of them together.
@@ -196,12 +224,14 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     private var inFlight: [PartInFlight] = []
     private var ended = false
 
-    init(store: S3UploadStore, name: String) {
+    init(store: S3UploadStore, name: String, likelySize: UInt64?) {
         self.store = store
         self.name = name
+        self.likelySize = likelySize
     }
 
     deinit {
+        streaming?.cancel()
         for part in inFlight { _ = part.wait() }
         store.buffers.give(reserved)
     }
@@ -209,7 +239,18 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     func startWholeChunks() {}
 
     func store(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
+        if offset == 0, let likelySize, Self.streamed.contains(likelySize) { try startStreaming(likelySize) }
         var from = 0
+        if let streaming {
+            from = Int(min(UInt64(bytes.count), streaming.size - streaming.written))
+            do {
+                try streaming.write(UnsafeRawBufferPointer(rebasing: bytes[..<from]))
+            } catch {
+                try stopStreaming(failedWith: error)
+            }
+            guard from < bytes.count else { return }
+            try continueAsMultipart()
+        }
         while from < bytes.count {
             let filling = try fillingBuffer()
             let count = min(bytes.count - from, S3UploadStore.partSize - filling.count)
@@ -239,6 +280,49 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
         }
         reserved += wanted - bufferReserved
         bufferReserved = wanted
+    }
+
+    /// Starts the `PUT` of a file likely `size` bytes long to its staging object, unless the
+    /// budget is more than half taken: busy, the file goes in parts.
+    private func startStreaming(_ size: UInt64) throws(StorageError) {
+        guard store.buffers.take(Self.pipeBytes, leaving: store.buffers.total / 2) else { return }
+        reserved += Self.pipeBytes
+        let key = try claim()
+        let staging = S3UploadStore.stagingKey(for: claimed!)
+        streaming = StreamedPut(client: client, key: staging, size: size, contentType: ContentTypes.forName(key), pipeBytes: Self.pipeBytes)
+        staged = staging
+    }
+
+    /// Ends the `PUT` of a streamed file (its rest zeros when `padding`): its staging object
+    /// is then complete.
+    private func finishStreaming(padding: Bool) throws(StorageError) {
+        guard let streaming else { return }
+        do {
+            _ = try streaming.finish(padding: padding)
+            self.streaming = nil
+        } catch {
+            try stopStreaming(failedWith: error)
+        }
+    }
+
+    private func stopStreaming(failedWith error: any Error) throws(StorageError) -> Never {
+        streaming?.cancel()
+        streaming = nil
+        stagedMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
+        throw S3UploadStore.storageError(error, doing: "store \(claimed?.name ?? name)")
+    }
+
+    /// The file is longer than it was likely to be: its staged start becomes the first part
+    /// of a multipart upload, copied inside the store, and the rest goes in parts.
+    private func continueAsMultipart() throws(StorageError) {
+        try finishStreaming(padding: false)
+        let key = try claim()
+        let uploadID = try startMultipartUpload(key)
+        do {
+            parts.append((1, try client.uploadPartCopy(key, uploadID: uploadID, number: 1, from: staged!)))
+        } catch {
+            throw S3UploadStore.storageError(error, doing: "copy the start of \(key) into its first part")
+        }
     }
 
     /// Sends the full buffer as the next part, on its way while the next one fills.
@@ -314,6 +398,22 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     }
 
     func commit() throws(StorageError) -> String {
+        if let streaming {
+            let size = streaming.written
+            try finishStreaming(padding: size < streaming.size)
+            let key = try claim()
+            if size == streaming.size {
+                do {
+                    try client.copyObject(from: staged!, to: key)
+                } catch {
+                    objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
+                    throw S3UploadStore.storageError(error, doing: "store \(key)")
+                }
+            } else {
+                try putStartOfStaged(size, as: key)
+            }
+            return ended(storing: key)
+        }
         // A file within one part is one conditional PUT, which itself refuses a name whose
         // object is there without a claim: the claim need not look first.
         var key = try claim(checkingObjects: uploadID != nil)
@@ -347,9 +447,41 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
                 }
             }
         }
+        return ended(storing: key)
+    }
+
+    /// The file is stored under `key`: what is left of it goes.
+    private func ended(storing key: String) -> String {
         ended = true
+        removeStaged()
         releaseBuffers()
         return key
+    }
+
+    /// The first `size` bytes of the padded staging object as the object `key`: read back
+    /// and put again through this server, since the store cannot copy a range for us (see
+    /// `S3Client.uploadPartCopy`).
+    private func putStartOfStaged(_ size: UInt64, as key: String) throws(StorageError) {
+        let copy = StreamedPut(client: client, key: key, size: size, contentType: ContentTypes.forName(key), pipeBytes: Self.pipeBytes)
+        do {
+            if size > 0 {
+                try client.getObject(staged!, range: 0...Int64(size - 1)) { piece in try copy.write(piece) }
+            }
+            _ = try copy.finish()
+        } catch {
+            copy.cancel()
+            objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
+            throw S3UploadStore.storageError(error, doing: "store \(key)")
+        }
+    }
+
+    /// Removes the staging object of a stored file. Should the store not answer, it stays, a
+    /// hidden object with nothing of the file's name: `S3Leftovers` is not given it, since it
+    /// would free the name with it.
+    private func removeStaged() {
+        guard let staging = staged else { return }
+        staged = nil
+        try? client.deleteObject(staging)
     }
 
     /// Puts a file within one part as the object `key`, if no object has that name: false
@@ -372,9 +504,14 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
         // Parts still on their way end first: an abort before them would leave them stored.
         for part in inFlight { _ = part.wait() }
         inFlight = []
+        streaming?.cancel()
+        streaming = nil
+        if let staging = staged, (try? client.deleteObject(staging)) == nil { stagedMayAppear = true }
+        staged = nil
         if let claimed {
             if let uploadID, (try? client.abortMultipartUpload(claimed.name, uploadID: uploadID)) == nil { multipartMayAppear = true }
-            store.release(claimed, objectMayAppear: objectMayAppear, multipartMayAppear: multipartMayAppear)
+            store.release(claimed, objectMayAppear: objectMayAppear, multipartMayAppear: multipartMayAppear,
+                          stagedMayAppear: stagedMayAppear)
         }
         releaseBuffers()
     }
