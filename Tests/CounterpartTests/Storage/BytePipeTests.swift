@@ -5,10 +5,13 @@ import Testing
 
 @Suite("Byte pipe: an upload's bytes handed to the store's request")
 struct BytePipeTests {
+    /// Keeps no mapping once a pipe is done with it: the shared one is for real pipes.
+    let memory = PartMemory(idleBytes: 0)
+
     /// Bytes written in pieces of one size come out whole and in order in pieces of another,
     /// across many turns of the ring.
     @Test func bytesComeOutInOrderAcrossTheRingsTurns() throws {
-        let pipe = BytePipe(capacity: 1_000)
+        let pipe = try #require(BytePipe(capacity: 1_000, memory: memory))
         let data = [UInt8](testBytes(count: 100_000, seed: 3))
         let received = Mutex<[UInt8]>([])
         let reader = Thread {
@@ -32,8 +35,8 @@ struct BytePipeTests {
         #expect(received.withLock { $0 } == data)
     }
 
-    @Test func aClosedPipeReadsToItsEndThenGivesZero() {
-        let pipe = BytePipe(capacity: 16)
+    @Test func aClosedPipeReadsToItsEndThenGivesZero() throws {
+        let pipe = try #require(BytePipe(capacity: 16, memory: memory))
         #expect([UInt8](repeating: 7, count: 10).withUnsafeBytes { pipe.write($0, patience: 1) } == .written)
         pipe.close()
         var buffer = [UInt8](repeating: 0, count: 64)
@@ -43,22 +46,22 @@ struct BytePipeTests {
 
     /// A writer waiting for room gives up after its patience (the store takes nothing), and
     /// one waiting when the pipe is cancelled (the request ended) returns at once.
-    @Test func aWriterWaitingForRoomStallsOrIsCancelled() {
-        let pipe = BytePipe(capacity: 8)
+    @Test func aWriterWaitingForRoomStallsOrIsCancelled() throws {
+        let pipe = try #require(BytePipe(capacity: 8, memory: memory))
         let bytes = [UInt8](repeating: 1, count: 12)
         let start = Date()
         #expect(bytes.withUnsafeBytes { pipe.write($0, patience: 0.2) } == .stalled)
         #expect(Date().timeIntervalSince(start) >= 0.2)
 
-        let cancelled = BytePipe(capacity: 8)
+        let cancelled = try #require(BytePipe(capacity: 8, memory: memory))
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { cancelled.cancel() }
         #expect(bytes.withUnsafeBytes { cancelled.write($0, patience: 30) } == .cancelled)
         var buffer = [UInt8](repeating: 0, count: 4)
         #expect(buffer.withUnsafeMutableBytes { cancelled.read(into: $0) } == nil)
     }
 
-    @Test func aReaderWaitingForBytesReturnsWhenCancelled() {
-        let pipe = BytePipe(capacity: 8)
+    @Test func aReaderWaitingForBytesReturnsWhenCancelled() throws {
+        let pipe = try #require(BytePipe(capacity: 8, memory: memory))
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { pipe.cancel() }
         var buffer = [UInt8](repeating: 0, count: 4)
         #expect(buffer.withUnsafeMutableBytes { pipe.read(into: $0) } == nil)

@@ -4,6 +4,10 @@ import Foundation
 /// appends, curl's read callback takes them as the request to the store goes out. Each side
 /// waits while the ring is full or empty, and copies outside the lock: each owns the stretch
 /// it copies until it counts it. `close` ends the bytes; `cancel` stops both sides.
+///
+/// The ring is a mapping of its own from `PartMemory`, as a part's buffer is: from malloc, a
+/// ring this large stays in the heap once freed, and a node's peak memory grew by a ring with
+/// each 1 GiB upload (48.7, 56.7, 64.7 MiB in three runs of the bench).
 public final class BytePipe: @unchecked Sendable {
     public enum Outcome { case written, cancelled, stalled }
 
@@ -16,13 +20,18 @@ public final class BytePipe: @unchecked Sendable {
     private var closed = false
     private var cancelled = false
 
-    public init(capacity: Int) {
+    private let memory: PartMemory
+
+    /// Nil when the system has no memory to map.
+    init?(capacity: Int, memory: PartMemory = .shared) {
         precondition(capacity > 0)
+        guard let mapped = memory.take(capacity) else { return nil }
         self.capacity = capacity
-        ring = .allocate(byteCount: capacity, alignment: 64)
+        self.memory = memory
+        ring = mapped
     }
 
-    deinit { ring.deallocate() }
+    deinit { memory.give(ring, capacity: capacity) }
 
     /// Appends all of `bytes`, waiting for room; `.stalled` when none came for `patience`
     /// seconds, `.cancelled` once the pipe is.

@@ -287,9 +287,10 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     private func startStreaming(_ size: UInt64) throws(StorageError) {
         guard store.buffers.take(Self.pipeBytes, leaving: store.buffers.total / 2) else { return }
         reserved += Self.pipeBytes
+        guard let pipe = BytePipe(capacity: Self.pipeBytes) else { return }
         let key = try claim()
         let staging = S3UploadStore.stagingKey(for: claimed!)
-        streaming = StreamedPut(client: client, key: staging, size: size, contentType: ContentTypes.forName(key), pipeBytes: Self.pipeBytes)
+        streaming = StreamedPut(client: client, key: staging, size: size, contentType: ContentTypes.forName(key), pipe: pipe)
         staged = staging
     }
 
@@ -462,7 +463,10 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     /// and put again through this server, since the store cannot copy a range for us (see
     /// `S3Client.uploadPartCopy`).
     private func putStartOfStaged(_ size: UInt64, as key: String) throws(StorageError) {
-        let copy = StreamedPut(client: client, key: key, size: size, contentType: ContentTypes.forName(key), pipeBytes: Self.pipeBytes)
+        guard let pipe = BytePipe(capacity: Self.pipeBytes) else {
+            throw StorageError(.unavailable, "the server could not map memory to store \(key): try again")
+        }
+        let copy = StreamedPut(client: client, key: key, size: size, contentType: ContentTypes.forName(key), pipe: pipe)
         do {
             if size > 0 {
                 try client.getObject(staged!, range: 0...Int64(size - 1)) { piece in try copy.write(piece) }

@@ -17,9 +17,9 @@ final class StreamedPut: @unchecked Sendable {
     private let sent = DispatchSemaphore(value: 0)
     private var waited = false
 
-    init(client: S3Client, key: String, size: UInt64, contentType: String, pipeBytes: Int) {
+    /// The request starts at once; its bytes go through `pipe`.
+    init(client: S3Client, key: String, size: UInt64, contentType: String, pipe: BytePipe) {
         self.size = size
-        let pipe = BytePipe(capacity: pipeBytes)
         self.pipe = pipe
         patience = TimeInterval(client.configuration.stallSeconds)
         let thread = Thread { [self] in
