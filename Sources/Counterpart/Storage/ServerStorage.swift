@@ -25,6 +25,7 @@ struct ServerStorage {
                 throw .unusableStore(url: "s3://\(objectStore.bucket)/\(objectStore.prefix)", reason: "\(error)")
             }
             let uploads = S3UploadStore(client: client)
+            uploads.removeStaleStagingObjects()
             self.uploads = uploads
             resumable = S3ResumableStorage(client: client, uploads: uploads)
             uploadedFiles = StoredObjectFiles(client: client, urlPrefix: ["uploads"], fileHeaders: uploadedFileHeaders,

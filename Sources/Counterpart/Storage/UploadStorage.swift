@@ -32,11 +32,19 @@ protocol UploadDestination: AnyObject, Sendable {
     /// From now on bytes mostly come in whole chunks of `UploadWriter.chunkSize` (a local
     /// file then writes them past the page cache); a hint, which a backend may ignore.
     func startWholeChunks()
+    /// Every byte is stored, and no more will come; the name is given later (`commit`, in
+    /// the body's order, after the parts that follow). Called once, on the thread that stored
+    /// the last bytes.
+    func endOfBytes() throws(StorageError)
     /// Every byte is stored: the file takes its name, or a variant of it when that is taken,
     /// never replacing one. Returns the name used.
     func commit() throws(StorageError) -> String
     /// Drops the file and everything stored of it.
     func discard()
+}
+
+extension UploadDestination {
+    func endOfBytes() throws(StorageError) {}
 }
 
 /// An upload's file being written, with the SHA-256 of what went in: the writer (hashing,

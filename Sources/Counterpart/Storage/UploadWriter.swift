@@ -104,8 +104,11 @@ final class UploadWriter {
                 self.chunk = nil
             }
             pipeline.requestStop(cancelling: false)
-        } else if let chunk, filled > 0 {
-            try output.write(UnsafeRawBufferPointer(rebasing: chunk[0..<filled]), at: chunkOffset)
+        } else {
+            if let chunk, filled > 0 {
+                try output.write(UnsafeRawBufferPointer(rebasing: chunk[0..<filled]), at: chunkOffset)
+            }
+            try output.endOfBytes()
         }
         filled = 0
     }
@@ -261,6 +264,10 @@ final class ChunkOutput: @unchecked Sendable {
     func store(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
         try destination.store(bytes, at: offset)
     }
+
+    func endOfBytes() throws(StorageError) {
+        try destination.endOfBytes()
+    }
 }
 
 /// An upload's own two threads: one hashes each full chunk handed over, in order, the other
@@ -322,6 +329,14 @@ private final class ChunkPipeline: Sendable {
             while true {
                 toWrite.wait()
                 guard case .chunk(let chunk, let count, let offset) = queues.withLock({ $0.toWrite.removeFirst() }) else {
+                    // Stopped: past the last chunk, unless the file is being dropped or failed.
+                    if queues.withLock({ $0.failure == nil && !$0.cancelled }) {
+                        do throws(StorageError) {
+                            try output.endOfBytes()
+                        } catch {
+                            queues.withLock { $0.failure = error }
+                        }
+                    }
                     ended.signal()
                     return
                 }

@@ -30,6 +30,29 @@ struct S3LeftoversTests {
         return store.leftovers.pending == 0
     }
 
+    /// A streamed file's staging object that outlived its upload (its node died between the
+    /// `PUT` and the copy) goes when a node starts: an old one, not a young one.
+    @Test func staleStagingObjectsAreRemovedAndYoungOnesKept() throws {
+        let stale = S3UploadStore.stagingPrefix + "stale"
+        try client.putObject(stale, bytes: [1, 2, 3])
+        store.removeStaleStagingObjects(olderThan: 3600)
+        Thread.sleep(forTimeInterval: 1)
+        #expect(try keys() == [stale], "a young staging object stays")
+        store.removeStaleStagingObjects(olderThan: -60)
+        #expect(waitUntil(seconds: 10) { (try? keys()) == [] })
+    }
+
+    /// A stalled or dead store leaves a staging object's `PUT` unanswered: it is looked for
+    /// and removed under the upload's claim, and the claim goes after it.
+    @Test func aStagingObjectThatLandsLateIsRemoved() throws {
+        let claim = NameClaim(name: "streamed.bin", token: UUID().uuidString)
+        try putClaim(claim)
+        store.leftovers.settle(.init(claim, stagedMayAppear: true))
+        try client.putObject(S3UploadStore.stagingKey(for: claim), bytes: [UInt8](repeating: 7, count: 100))
+        #expect(settled())
+        #expect(try keys() == [])
+    }
+
     @Test func aClaimWhoseCreationLandsLateIsRemoved() throws {
         let claim = NameClaim(name: "late.bin", token: UUID().uuidString)
         store.leftovers.settle(.init(claim, claimMayAppear: true))

@@ -28,8 +28,26 @@ final class S3UploadStore: UploadStorage {
 
     /// Where a file streamed as one `PUT` waits until it is complete (`StreamedPut`): one
     /// object for each claim, named by its token.
+    static let stagingPrefix = ".counterpart/staging/"
     static func stagingKey(for claim: NameClaim) -> String {
-        ".counterpart/staging/" + claim.token
+        stagingPrefix + claim.token
+    }
+
+    /// Removes, in the background, staging objects older than `age` seconds: those of a node
+    /// that died between a streamed file's `PUT` and its copy, or whose removal the store did
+    /// not answer. A live one lasts seconds. Called when a node starts.
+    func removeStaleStagingObjects(olderThan age: TimeInterval = 3600) {
+        let thread = Thread { [client] in
+            let cutoff = Int64(Date().timeIntervalSince1970 - age)
+            var token: String?
+            repeat {
+                guard let page = try? client.listObjects(prefix: Self.stagingPrefix, continuationToken: token) else { return }
+                for object in page.objects where object.lastModified < cutoff { try? client.deleteObject(object.key) }
+                token = page.nextContinuationToken
+            } while token != nil
+        }
+        thread.name = "counterpart-s3-staging"
+        thread.start()
     }
 
     /// What failed uploads may have left, cleared in the background.
@@ -179,8 +197,9 @@ final class S3UploadStore: UploadStorage {
 /// the store, which RGW makes without moving the data). One request instead of a part every
 /// 8 MiB is what the store takes fastest, through a pipe of `pipeBytes`. The size is only a
 /// guess. A file that turns out longer continues as a multipart upload whose first part is
-/// a copy of the staged object; one that turns out shorter is padded, and its start read
-/// back and put under its name (rare: a file followed by another part or an epilogue).
+/// a copy of the staged object. One that turns out shorter (another part after it, or an
+/// epilogue) ends its `PUT` padded with zeros as soon as its last byte is in (`endOfBytes`),
+/// and its start is read back and put under its name at `commit`.
 ///
 /// Memory: the budget is taken as the part filling grows (doubling, up to `partSize`), so a
 /// small file holds little. Each part on its way holds a buffer of its own; those come from
@@ -207,6 +226,9 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     /// The staging object of a streamed file, until it is copied and removed.
     private var staged: String?
     private var stagedMayAppear = false
+    /// The file's size once its staging object is complete, and whether that object holds
+    /// more (the file ended short of its likely size, and the `PUT` was filled with zeros).
+    private var stagedFile: (size: UInt64, padded: Bool)?
     /// The part filling; nil before the first byte and once ended.
     private var buffer: PartBuffer?
     /// Bytes of the budget the filling buffer holds, and all of them together.
@@ -239,7 +261,7 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     func startWholeChunks() {}
 
     func store(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(StorageError) {
-        if offset == 0, let likelySize, Self.streamed.contains(likelySize) { try startStreaming(likelySize) }
+        if offset == 0, staged == nil, let likelySize, Self.streamed.contains(likelySize) { try startStreaming(likelySize) }
         var from = 0
         if let streaming {
             from = Int(min(UInt64(bytes.count), streaming.size - streaming.written))
@@ -292,6 +314,16 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
         let staging = S3UploadStore.stagingKey(for: claimed!)
         streaming = StreamedPut(client: client, key: staging, size: size, contentType: ContentTypes.forName(key), pipe: pipe)
         staged = staging
+    }
+
+    /// The file has ended: a streamed file's `PUT` ends now, filled with zeros if the file is
+    /// short of its likely size, rather than stay open while the rest of the body comes.
+    func endOfBytes() throws(StorageError) {
+        guard let streaming else { return }
+        let size = streaming.written
+        let padded = size < streaming.size
+        try finishStreaming(padding: padded)
+        stagedFile = (size, padded)
     }
 
     /// Ends the `PUT` of a streamed file (its rest zeros when `padding`): its staging object
@@ -399,19 +431,18 @@ final class S3ObjectDestination: UploadDestination, @unchecked Sendable {
     }
 
     func commit() throws(StorageError) -> String {
-        if let streaming {
-            let size = streaming.written
-            try finishStreaming(padding: size < streaming.size)
+        try endOfBytes()
+        if let stagedFile, uploadID == nil {
             let key = try claim()
-            if size == streaming.size {
+            if stagedFile.padded {
+                try putStartOfStaged(stagedFile.size, as: key)
+            } else {
                 do {
                     try client.copyObject(from: staged!, to: key)
                 } catch {
                     objectMayAppear = S3UploadStore.mayHaveBeenCarriedOut(error)
                     throw S3UploadStore.storageError(error, doing: "store \(key)")
                 }
-            } else {
-                try putStartOfStaged(size, as: key)
             }
             return ended(storing: key)
         }

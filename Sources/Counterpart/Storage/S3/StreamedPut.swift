@@ -34,7 +34,10 @@ final class StreamedPut: @unchecked Sendable {
 
     /// Sends `bytes` on (no more than `size` in all); the request's failure if it ended.
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        precondition(written + UInt64(bytes.count) <= size, "a streamed PUT written past its size")
+        guard written + UInt64(bytes.count) <= size else {
+            cancel()
+            throw S3Error.invalidRequest("more than the \(size) bytes a PUT was started with")
+        }
         switch pipe.write(bytes, patience: patience) {
         case .written:
             written += UInt64(bytes.count)
