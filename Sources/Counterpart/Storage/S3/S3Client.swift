@@ -258,6 +258,17 @@ public final class S3Client: Sendable {
     /// One page of ListObjectsV2 under `prefix` (relative to the client's). With a
     /// `delimiter`, keys holding it after the prefix are rolled up into `commonPrefixes`.
     /// The listed objects have no content type or metadata (S3 does not list them).
+    /// Every object under `prefix`, page after page, given to `body`. A listing that fails
+    /// ends the walk where it is: for sweeps and loads that take what they can get.
+    func forEachObject(prefix: String, _ body: (S3ObjectInfo) -> Void) {
+        var token: String?
+        repeat {
+            guard let page = try? listObjects(prefix: prefix, continuationToken: token) else { return }
+            page.objects.forEach(body)
+            token = page.nextContinuationToken
+        } while token != nil
+    }
+
     public func listObjects(prefix: String = "", delimiter: String? = nil, continuationToken: String? = nil,
                             maxKeys: Int = 1000) throws -> (objects: [S3ObjectInfo], commonPrefixes: [String], nextContinuationToken: String?) {
         var query = ["list-type": "2", "max-keys": String(maxKeys), "prefix": configuration.prefix + prefix]

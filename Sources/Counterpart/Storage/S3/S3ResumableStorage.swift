@@ -55,15 +55,11 @@ final class S3ResumableStorage: ResumableStorage {
 
     func loadStates() -> [String: [UInt8]] {
         var states: [String: [UInt8]] = [:]
-        var token: String?
-        repeat {
-            guard let page = try? client.listObjects(prefix: Self.prefix, delimiter: nil, continuationToken: token) else { break }
-            for object in page.objects where object.key.hasSuffix(".json") {
-                let id = String(object.key.dropFirst(Self.prefix.count).dropLast(5))
-                if let state = try? loadState(of: id) { states[id] = state }
-            }
-            token = page.nextContinuationToken
-        } while token != nil
+        client.forEachObject(prefix: Self.prefix) { object in
+            guard object.key.hasSuffix(".json") else { return }
+            let id = String(object.key.dropFirst(Self.prefix.count).dropLast(5))
+            if let state = try? loadState(of: id) { states[id] = state }
+        }
         return states
     }
 

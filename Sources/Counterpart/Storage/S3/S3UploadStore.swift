@@ -39,12 +39,9 @@ final class S3UploadStore: UploadStorage {
     func removeStaleStagingObjects(olderThan age: TimeInterval = 3600) {
         let thread = Thread { [client] in
             let cutoff = Int64(Date().timeIntervalSince1970 - age)
-            var token: String?
-            repeat {
-                guard let page = try? client.listObjects(prefix: Self.stagingPrefix, continuationToken: token) else { return }
-                for object in page.objects where object.lastModified < cutoff { try? client.deleteObject(object.key) }
-                token = page.nextContinuationToken
-            } while token != nil
+            client.forEachObject(prefix: Self.stagingPrefix) { object in
+                if object.lastModified < cutoff { try? client.deleteObject(object.key) }
+            }
         }
         thread.name = "counterpart-s3-staging"
         thread.start()
@@ -76,15 +73,11 @@ final class S3UploadStore: UploadStorage {
 
     func removeStoredFiles() -> Int {
         var removed = 0
-        var token: String?
-        repeat {
-            guard let page = try? client.listObjects(prefix: "", delimiter: nil, continuationToken: token) else { break }
-            for object in page.objects where !object.key.hasPrefix(".") {
-                remove(object.key)
-                removed += 1
-            }
-            token = page.nextContinuationToken
-        } while token != nil
+        client.forEachObject(prefix: "") { object in
+            guard !object.key.hasPrefix(".") else { return }
+            remove(object.key)
+            removed += 1
+        }
         return removed
     }
 
