@@ -10,6 +10,7 @@ enum BenchSummary {
         let processor: String
         let processors: String
         let kernel: String
+        let congestionControl: String
         let build: String
         let loadAtStart: String
     }
@@ -19,7 +20,7 @@ enum BenchSummary {
         let options = context.options
         let summary: [String: Any] = [
             "date": header.date,
-            "machine": ["cpu": header.processor, "cpus": header.processors, "kernel": header.kernel],
+            "machine": ["cpu": header.processor, "cpus": header.processors, "kernel": header.kernel, "tcp_congestion_control": header.congestionControl],
             "build": header.build,
             "load_average": ["start": header.loadAtStart, "end": loadAtEnd],
             "options": [

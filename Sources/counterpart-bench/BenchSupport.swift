@@ -446,6 +446,13 @@ enum MachineContext {
         return "\(text(names.sysname)) \(text(names.release)) \(text(names.machine))"
     }
 
+    /// The TCP congestion control new connections get: every server here talks over
+    /// loopback, and BBR's pacing there stalls some answers of a kept-alive connection
+    /// (the README's object-store figures show what that does to a Range GET's p99).
+    static func congestionControl() -> String {
+        readTextFile("/proc/sys/net/ipv4/tcp_congestion_control")?.split(whereSeparator: \.isWhitespace).first.map(String.init) ?? "unknown"
+    }
+
     static func buildConfiguration() -> String {
         var configuration: String
         #if DEBUG

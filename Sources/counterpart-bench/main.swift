@@ -39,10 +39,10 @@ if let unknown = options.only.first(where: { !known.contains($0) }) {
 let startTime = monotonicNanoseconds()
 let header = BenchSummary.Header(
     date: MachineContext.date(), processor: MachineContext.processorModel(), processors: MachineContext.processorCount(),
-    kernel: MachineContext.kernel(), build: MachineContext.buildConfiguration(), loadAtStart: MachineContext.loadAverage())
+    kernel: MachineContext.kernel(), congestionControl: MachineContext.congestionControl(), build: MachineContext.buildConfiguration(), loadAtStart: MachineContext.loadAverage())
 print("""
     counterpart-bench — \(header.date)
-      machine:   \(header.processor), CPUs: \(header.processors), \(header.kernel)
+      machine:   \(header.processor), CPUs: \(header.processors), \(header.kernel), TCP congestion control: \(header.congestionControl)
       load avg:  \(header.loadAtStart) at start
       build:     \(header.build)
       method:    each figure is the median of \(options.runs) timed run(s) after one warm-up, [min–max] beside it\
