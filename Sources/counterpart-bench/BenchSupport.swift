@@ -55,6 +55,8 @@ struct BenchOptions {
     /// `/__counterpart/events` throughout (as the live page does), beside the same server
     /// without one.
     var eventsReader = false
+    /// What the events reader asks for: `latest` (the live page's stream) or `all`.
+    var eventsReaderRequests = "latest"
     /// A second Counterpart binary (an earlier build) measured beside the current one in
     /// the server sections' line-ups, with the same flags; nil: none.
     var baselinePath: String?
@@ -75,8 +77,9 @@ struct BenchOptions {
           --json     where the machine-readable summary is written (default .build/bench/summary.json)
           --peers    the folder of the compiled C peers (default .build/bench/bin; make bench builds them
                      from bench/peers/*.c with gcc -O2 -lmicrohttpd)
-          --events-reader  in server/small and server/upload, measure Counterpart a second time with a
-                     client reading GET /__counterpart/events all along (the live page's stream), in the same run
+          --events-reader[=all]  in server/small and server/upload, measure Counterpart a second time with a
+                     client reading GET /__counterpart/events?requests=latest all along (the live page's stream), in
+                     the same run; =all reads ?requests=all instead (every request, as curl -N does)
           --baseline PATH  another counterpart binary (e.g. a release build of an earlier commit): in server/small,
                      range-rate, upload, download and ranges, each Counterpart row is measured a second time from it,
                      started with the same flags ("(baseline)" rows), and the ratios current / baseline are printed
@@ -136,6 +139,10 @@ struct BenchOptions {
                 options.peersFolder = value(of: flag, inline: inline)
             case "--events-reader":
                 options.eventsReader = true
+                if let inline {
+                    guard inline == "latest" || inline == "all" else { fail("--events-reader takes latest (the default) or all") }
+                    options.eventsReaderRequests = inline
+                }
             case "--baseline":
                 let path = value(of: flag, inline: inline)
                 guard access(path, X_OK) == 0 else { fail("--baseline \(path) is not an executable file") }

@@ -18,12 +18,15 @@ final class EventsReader: Sendable {
     private let drops = Atomic<Int>(0)
     private let stopped = Atomic<Bool>(false)
     private let port: UInt16
+    /// `latest` (the live page's stream) or `all`.
+    let requests: String
 
     /// Waits `retry: 2000` after a drop and comes back with `Last-Event-ID`, as a browser's
     /// EventSource does, until `stop()`.
-    init(port: UInt16) throws {
+    init(port: UInt16, requests: String) throws {
         self.port = port
-        let first = try Self.connect(port: port, lastEventID: nil)
+        self.requests = requests
+        let first = try Self.connect(port: port, requests: requests, lastEventID: nil)
         let thread = Thread { [self] in
             var socket = first
             while true {
@@ -32,7 +35,7 @@ final class EventsReader: Sendable {
                 if stopped.load(ordering: .relaxed) { return }
                 drops.add(1, ordering: .relaxed)
                 usleep(2_000_000)
-                guard !stopped.load(ordering: .relaxed), let again = try? Self.connect(port: port, lastEventID: lastID) else { return }
+                guard !stopped.load(ordering: .relaxed), let again = try? Self.connect(port: port, requests: requests, lastEventID: lastID) else { return }
                 socket = again
             }
         }
@@ -58,7 +61,7 @@ final class EventsReader: Sendable {
         }
     }
 
-    private static func connect(port: UInt16, lastEventID: UInt64?) throws -> Int32 {
+    private static func connect(port: UInt16, requests: String, lastEventID: UInt64?) throws -> Int32 {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -71,7 +74,7 @@ final class EventsReader: Sendable {
             if socket >= 0 { close(socket) }
             throw BenchFailure("the events reader cannot connect to port \(port)")
         }
-        let request = "GET /__counterpart/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+        let request = "GET /__counterpart/events?requests=\(requests) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
             + (lastEventID.map { "Last-Event-ID: \($0)\r\n" } ?? "") + "\r\n"
         _ = request.withCString { send(socket, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         return socket
@@ -83,7 +86,7 @@ final class EventsReader: Sendable {
     var summary: String {
         let megabytes = Double(bytes.load(ordering: .relaxed)) / 1e6
         let dropped = drops.load(ordering: .relaxed)
-        return "the events reader read \(events.load(ordering: .relaxed)) events (\(String(format: "%.1f", megabytes)) MB)"
+        return "the events reader (requests=\(requests)) read \(events.load(ordering: .relaxed)) events (\(String(format: "%.1f", megabytes)) MB)"
             + (dropped == 0 ? ", never dropped" : "; dropped \(dropped) time\(dropped == 1 ? "" : "s") for falling behind the backlog, back each time 2 s later with Last-Event-ID")
     }
 }

@@ -378,6 +378,8 @@ final class ServerBench {
     private var dd: String?
     private var defaultThreads: String?
     private var announced = false
+    /// What an events reader asks for (`--events-reader`): `latest` or `all`.
+    private var eventsReaderRequests = "latest"
 
     init() {}
 
@@ -385,6 +387,7 @@ final class ServerBench {
 
     /// Finds the tools and makes the files, once per run. False when nothing can run.
     func prepare(_ options: BenchOptions) -> Bool {
+        eventsReaderRequests = options.eventsReaderRequests
         if !announced {
             announced = true
             CleanupRegistry.shared.installSignalHandlers()
@@ -481,7 +484,7 @@ final class ServerBench {
     private func label(_ spec: ServerSpec) -> String {
         switch spec {
         case .counterpart(let threads, let sync, let memory, let reader, let baseline):
-            let flags = ServerSpec.flagsText(sync: sync, memory: memory) + (reader ? ", an events reader attached" : "")
+            let flags = ServerSpec.flagsText(sync: sync, memory: memory) + (reader ? ", an events reader attached (requests=\(eventsReaderRequests))" : "")
                 + (baseline ? " (baseline)" : "")
             switch threads {
             case nil: return "Counterpart" + flags
@@ -514,7 +517,7 @@ final class ServerBench {
                     binary: binary, threads: threads, sync: sync, memory: memory, extra: counterpartExtra, label: label(spec),
                     root: fixture.root, folder: folder, eventsReader: reader, baseline: baseline)
                 servers.append(server)
-                if reader { server.eventsReader = try EventsReader(port: server.port) }
+                if reader { server.eventsReader = try EventsReader(port: server.port, requests: eventsReaderRequests) }
             case .nginx(let workers):
                 guard let nginx else {
                     missing.append("\(label(spec)): nginx is not installed")

@@ -8,6 +8,8 @@ import HTTPTransfer
 struct EventsEndpoint: Sendable {
     let events: ServerEvents
     let faults: ServerFaults
+    /// `Configuration.latestRequestsPerSecond`.
+    var latestRequestsPerSecond = 5_000
 
     /// How long the stream waits before it looks for new events again, when it has sent
     /// them all (the connection is suspended meanwhile, not a thread): 5 ms while events
@@ -27,6 +29,9 @@ struct EventsEndpoint: Sendable {
     static let keepAlive: StaticString = ": keep-alive\n\n"
     /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
     static let readBytes = streamBlockSize
+    /// With `?requests=latest`, what it asks for at once (the requests' text as the journal
+    /// counts it): what is skipped costs no room in the connection's buffer.
+    static let latestReadBytes = 1 << 20
 
     func respond(to head: RequestHead) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
@@ -38,6 +43,17 @@ struct EventsEndpoint: Sendable {
             // nginx and others in front would otherwise hold the events back in their buffers.
             HTTPField(name: "X-Accel-Buffering", value: "no"),
         ]
+        // `requests=latest` (the live page): under a flood of requests only the newest of
+        // each batch, so that a page open costs the server next to nothing per request (the
+        // cost of an event is in writing and sending it; keeping it in the backlog is small).
+        let latest: Bool
+        let mode = head.queryArgument("requests")
+        switch mode {
+        case nil, "all": latest = false
+        case "latest": latest = true
+        default:
+            return Response.error(400, "requests=\(mode.flatMap { $0 } ?? "") is not a mode of the event stream: use requests=all (every request, the default) or requests=latest")
+        }
         guard head.method == "GET" else { return Response(status: 200, headers: headers) }
         let lastEventID = head.header("Last-Event-ID").flatMap { UInt64(ASCII.trimmed($0).description) }
         guard let opening = events.openReader(lastEventID: lastEventID, socket: head.connection?.socket) else {
@@ -71,7 +87,7 @@ struct EventsEndpoint: Sendable {
         }
         return Response(status: 200, headers: headers,
                         body: .stream(length: .max, EventStreamBody(events: events, reader: opening.reader, socket: head.connection?.socket,
-                                                                    preamble: preamble)))
+                                                                    preamble: preamble, latestRequestsPerSecond: latest ? max(1, latestRequestsPerSecond) : nil)))
     }
 }
 
@@ -97,11 +113,18 @@ final class EventStreamBody: ResponseStream {
     private var pauseMilliseconds = EventsEndpoint.shortestPause
     /// Whether the pause just asked for is long enough for the next event to end it.
     private var wakeable = false
+    /// `?requests=latest`: the request events it writes at most, a second; nil for all.
+    private let latestRate: Double?
+    /// The request events it may write now: refilled at `latestRate`, up to a second's worth.
+    private var allowance: Double
+    private var allowanceTime = MonotonicClock.seconds()
 
-    init(events: ServerEvents, reader: Int, socket: Int32?, preamble: consuming JSONWriter) {
+    init(events: ServerEvents, reader: Int, socket: Int32?, preamble: consuming JSONWriter, latestRequestsPerSecond: Int? = nil) {
         self.events = events
         self.reader = reader
         self.socket = socket
+        latestRate = latestRequestsPerSecond.map(Double.init)
+        allowance = latestRate ?? 0
         text = preamble
         queued.reserveCapacity(256)
     }
@@ -121,7 +144,8 @@ final class EventStreamBody: ResponseStream {
             if next == queued.count {
                 queued.removeAll(keepingCapacity: true)
                 next = 0
-                guard events.read(reader, bytes: buffer.count - written, into: &queued) else { return written > 0 ? .bytes(written) : .cut }
+                let budget = latestRate == nil ? buffer.count - written : EventsEndpoint.latestReadBytes
+                guard events.read(reader, bytes: budget, into: &queued) else { return written > 0 ? .bytes(written) : .cut }
                 if queued.isEmpty {
                     if written > 0 { break }
                     if let socket, Platform.peerHasClosed(socket) { return .cut }
@@ -134,6 +158,7 @@ final class EventStreamBody: ResponseStream {
                     continue
                 }
                 pauseMilliseconds = EventsEndpoint.shortestPause
+                if let latestRate { skipOlderRequests(rate: latestRate) }
             }
             // Each stream writes its own frames: a frame shared between streams cost an
             // allocation, a lock and a copy for each event, more than writing it again for a
@@ -144,6 +169,48 @@ final class EventStreamBody: ResponseStream {
         }
         lastWrite = MonotonicClock.seconds()
         return .bytes(written)
+    }
+
+    /// Of the request events just read, leaves those the allowance covers, the newest (one
+    /// at least), with the other events in their order; writes a `skipped` event first
+    /// that counts the rest and names their first and last ids: the journal has them. It has
+    /// no `id:`, so that a client that comes back goes on from the last event it was sent.
+    private func skipOlderRequests(rate: Double) {
+        let now = MonotonicClock.seconds()
+        allowance = min(rate, allowance + (now - allowanceTime) * rate)
+        allowanceTime = now
+        var requests = 0
+        for slot in queued where slot.stored.isRequest { requests += 1 }
+        let allowed = min(requests, max(1, Int(allowance)))
+        allowance = max(0, allowance - Double(allowed))
+        var skipping = requests - allowed
+        guard skipping > 0 else { return }
+        let skipped = skipping
+        var first: UInt64 = 0
+        var last: UInt64 = 0
+        var kept = 0
+        for index in queued.indices {
+            let slot = queued[index]
+            if skipping > 0, slot.stored.isRequest {
+                if first == 0 { first = slot.id }
+                last = slot.id
+                skipping -= 1
+                continue
+            }
+            queued[kept] = slot
+            kept += 1
+        }
+        queued.removeSubrange(kept...)
+        text.raw("event: skipped\ndata: ")
+        text.beginObject()
+        text.key("requests")
+        text.unsigned(UInt64(skipped))
+        text.key("firstId")
+        text.unsigned(first)
+        text.key("lastId")
+        text.unsigned(last)
+        text.endObject()
+        text.raw("\n\n")
     }
 
     func suspended(_ waker: Waker) {

@@ -100,6 +100,11 @@ extension ServerEvent {
 }
 
 extension ServerEvent.Stored {
+    var isRequest: Bool {
+        if case .request = self { return true }
+        return false
+    }
+
     /// The SSE text of the event with this id, appended to `out` (a stream's own writer),
     /// made from what is stored as it is: no `ServerEvent` is made for it.
     func writeFrame(id: UInt64, to out: inout JSONWriter) {

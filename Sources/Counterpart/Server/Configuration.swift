@@ -95,6 +95,10 @@ public struct Configuration: Sendable {
     public var objectStore: S3Configuration? = nil
     /// Events kept for `/__counterpart/events` readers that lag or reconnect with `Last-Event-ID`.
     public var eventBacklog = 4_096
+    /// What `/__counterpart/events?requests=latest` (the live page's stream) sends of the
+    /// request events at most, a second (and at once, after a quiet second): above it, the
+    /// newest of each batch the stream reads and a `skipped` event that counts the others.
+    public var latestRequestsPerSecond = 5_000
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     /// One thread per CPU, at least 2 (a thread waiting in the kernel, on a disk sync, does

@@ -94,6 +94,47 @@ struct EventStreamTests {
         print("sse_resume.py: \(report)")
     }
 
+    /// `?requests=latest`, the live page's stream: above its rate (10 a second here), of the
+    /// request events read at once only the newest go out, after a `skipped` event that
+    /// counts the others and names their ids; the other events all go out, in their order.
+    /// The default stream, from the same place, has every one.
+    @Test func theLatestStreamSkipsTheOlderRequestsAboveItsRate() throws {
+        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 10 }, populate: { root in
+            try Data("hello".utf8).write(to: root.appendingPathComponent("a.txt"))
+        })
+        let listener = try CurlReader(server.url("/__counterpart/events"))
+        #expect(waitUntil { server.server.events.listening == 1 })
+        let first = server.server.events.nextID
+        // 25 requests, a rule armed, 15 requests: 41 events, ids first..<first + 41.
+        _ = try curl(Array(repeating: server.url("/a.txt"), count: 25))
+        try server.server.faults.arm(path: "/never", fault: "status=503", times: 1)
+        _ = try curl(Array(repeating: server.url("/a.txt"), count: 15))
+        #expect(waitUntil { server.server.events.nextID == first + 41 })
+
+        // Resumed from before them, each stream reads the 41 at once.
+        let latest = try CurlReader(server.url("/__counterpart/events?requests=latest"), headers: ["Last-Event-ID: \(first - 1)"])
+        let all = try CurlReader(server.url("/__counterpart/events?requests=all"), headers: ["Last-Event-ID: \(first - 1)"])
+        #expect(waitUntil { server.server.events.listening == 3 })
+        Thread.sleep(forTimeInterval: 0.3)
+        let thinned = try Self.parse(latest.stop())
+        let every = try Self.parse(all.stop())
+        _ = listener.stop()
+
+        #expect(every.map(\.id) == (first..<first + 41).map { Optional($0) }, "\(every.map(\.id))")
+        #expect(thinned.map(\.name) == ["skipped", "rule"] + Array(repeating: "request", count: 10), "\(thinned.map(\.name))")
+        guard thinned.count == 12 else { return }
+        #expect(thinned[0].id == nil, "a skipped event has no id: a client that comes back goes on from the last it was sent")
+        #expect(thinned[0].data["requests"] as? Int == 30)
+        #expect((thinned[0].data["firstId"] as? NSNumber)?.uint64Value == first)
+        #expect((thinned[0].data["lastId"] as? NSNumber)?.uint64Value == first + 30, "the 25 before the rule and 5 after it")
+        #expect(thinned[1].id == first + 25)
+        #expect(thinned.dropFirst(2).map(\.id) == (first + 31..<first + 41).map { Optional($0) })
+
+        let wrong = try curl(["--max-time", "2", server.url("/__counterpart/events?requests=some")])
+        #expect(wrong.status == 400)
+        #expect(String(decoding: wrong.body, as: UTF8.self).contains("requests=latest"))
+    }
+
     /// Ids start from the server's start time: an id a client kept from a server that has
     /// since restarted is older than anything this one has, and gets a fresh snapshot.
     @Test func anIdFromBeforeARestartIsNotResumed() throws {

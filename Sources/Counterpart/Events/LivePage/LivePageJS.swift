@@ -24,6 +24,9 @@ extension LivePage {
   let dirty = {log: false, transfers: false, resumable: false, rules: false};
   let scheduled = null;
   let lastLogDraw = 0;
+  let passing = 0;                    // requests the stream skipped since the journal was last read
+  let fillIn = null;                  // reads the journal once they stop coming
+  let skippedTotal = 0;               // requests the stream skipped, all told (the browser test reads it)
 
   const announce = (text) => { const a = $("announcer"); a.textContent = ""; setTimeout(() => { a.textContent = text; }, 30); };
   const units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
@@ -47,7 +50,7 @@ extension LivePage {
   // ---- The request log ----
 
   function keyOf(entry, eventID) { return entry.sequence > 0 ? `s${entry.sequence}` : `e${eventID}`; }
-  function addEntry(entry, eventID) {
+  function addEntry(entry, eventID, keepNewest = true) {
     const key = keyOf(entry, eventID);
     if (entryKeys.has(key)) return;
     entryKeys.add(key);
@@ -55,11 +58,15 @@ extension LivePage {
     entry.text = [entry.method, entry.path, entry.target, String(entry.status), entry.clientAddress,
                   entry.fault ? entry.fault.fault : "", entry.clientHungUp ? "hung up" : ""].join(" ").toLowerCase();
     entries.push(entry);
-    if (entries.length > MAX_ENTRIES) {
-      const gone = entries.splice(0, entries.length - MAX_ENTRIES);
-      for (const old of gone) entryKeys.delete(old.key);
-    }
+    if (keepNewest) keepTheNewest();
     mark("log");
+  }
+
+  // The oldest go first: entries are in the order the server finished them.
+  function keepTheNewest() {
+    if (entries.length <= MAX_ENTRIES) return;
+    const gone = entries.splice(0, entries.length - MAX_ENTRIES);
+    for (const old of gone) entryKeys.delete(old.key);
   }
 
   function matching() {
@@ -112,6 +119,7 @@ extension LivePage {
     const filtered = $("log-filter").value.trim() !== "";
     let note = `Showing the newest ${found.length.toLocaleString()} of ${total.toLocaleString()}${filtered ? " matching" : ""}.`;
     if (paused) note += ` Paused: ${(entries.length - upTo).toLocaleString()} newer not shown.`;
+    if (passing > 0) note += ` ${passing.toLocaleString()} more came too fast to show one by one: they fill in from the journal when the requests slow down.`;
     $("log-shown").textContent = total === 0 ? (filtered ? "Nothing matches the filter." : "No request yet.") : note;
     $("log-more").hidden = found.length >= total;
     lastLogDraw = performance.now();
@@ -350,8 +358,10 @@ extension LivePage {
   async function loadJournal() {
     try {
       const answer = await (await fetch("/__counterpart/requests")).json();
-      for (const entry of answer.requests) addEntry(entry, 0);
+      passing = 0;
+      for (const entry of answer.requests) addEntry(entry, 0, false);
       entries.sort((a, b) => (a.sequence || 0) - (b.sequence || 0));
+      keepTheNewest();
       mark("log");
     } catch (failure) {
       $("log-shown").textContent = `The journal could not be read: ${failure.message}`;
@@ -366,7 +376,9 @@ extension LivePage {
   }
 
   function connect() {
-    source = new EventSource("/__counterpart/events");
+    // requests=latest: under a flood of requests the stream sends the newest of each batch
+    // and counts the others (a "skipped" event); the journal has them all.
+    source = new EventSource("/__counterpart/events?requests=latest");
     source.onopen = () => setStatus("live", "Live");
     source.onerror = () => setStatus(source.readyState === EventSource.CLOSED ? "lost" : "connecting",
       source.readyState === EventSource.CLOSED ? "Disconnected (reload the page)" : "Reconnecting…");
@@ -382,6 +394,14 @@ extension LivePage {
       loadJournal();
     });
     source.addEventListener("request", (event) => addEntry(JSON.parse(event.data), Number(event.lastEventId)));
+    source.addEventListener("skipped", (event) => {
+      const count = JSON.parse(event.data).requests;
+      passing += count;
+      skippedTotal += count;
+      mark("log");
+      clearTimeout(fillIn);
+      fillIn = setTimeout(loadJournal, 1000);
+    });
     source.addEventListener("transfer", (event) => addTransfer(JSON.parse(event.data)));
     source.addEventListener("resumable", (event) => addResumable(JSON.parse(event.data)));
     source.addEventListener("rule", (event) => ruleChanged(JSON.parse(event.data)));
@@ -422,7 +442,8 @@ extension LivePage {
   });
 
   // For tests and the curious: the page's state.
-  window.counterpartLive = {entries, transfers, rules, resumable, drawLog: () => { lastLogDraw = 0; drawLog(); }};
+  window.counterpartLive = {entries, transfers, rules, resumable, drawLog: () => { lastLogDraw = 0; drawLog(); },
+                            skipped: () => skippedTotal};
 })();
 """#
 }
