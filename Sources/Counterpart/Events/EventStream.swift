@@ -9,7 +9,7 @@ struct EventsEndpoint: Sendable {
     let events: ServerEvents
     let faults: ServerFaults
     /// `Configuration.latestRequestsPerSecond`.
-    var latestRequestsPerSecond = 5_000
+    var latestRequestsPerSecond = 1_000
 
     /// How long the stream waits before it looks for new events again, when it has sent
     /// them all (the connection is suspended meanwhile, not a thread): 5 ms while events

@@ -98,7 +98,7 @@ public struct Configuration: Sendable {
     /// What `/__counterpart/events?requests=latest` (the live page's stream) sends of the
     /// request events at most, a second (and at once, after a quiet second): above it, the
     /// newest of each batch the stream reads and a `skipped` event that counts the others.
-    public var latestRequestsPerSecond = 5_000
+    public var latestRequestsPerSecond = 1_000
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
     /// One thread per CPU, at least 2 (a thread waiting in the kernel, on a disk sync, does
