@@ -123,7 +123,8 @@ final class EventStreamBody: ResponseStream {
         self.events = events
         self.reader = reader
         self.socket = socket
-        latestRate = latestRequestsPerSecond.map(Double.init)
+        // At most a billion: the allowance is counted in a Double and read as an Int.
+        latestRate = latestRequestsPerSecond.map { Double(min($0, 1_000_000_000)) }
         allowance = latestRate ?? 0
         text = preamble
         queued.reserveCapacity(256)
@@ -144,6 +145,19 @@ final class EventStreamBody: ResponseStream {
             if next == queued.count {
                 queued.removeAll(keepingCapacity: true)
                 next = 0
+                if let latestRate {
+                    // Out of allowance: wait for the next request's worth rather than read
+                    // a batch of which none could go out (other events wait that long too:
+                    // 1 ms at 1,000 a second).
+                    let now = MonotonicClock.seconds()
+                    allowance = min(latestRate, allowance + (now - allowanceTime) * latestRate)
+                    allowanceTime = now
+                    if allowance < 1 {
+                        if written > 0 { break }
+                        wakeable = false
+                        return .pause(.duration(.milliseconds(max(1, Int(((1 - allowance) / latestRate * 1_000).rounded(.up))))))
+                    }
+                }
                 let budget = latestRate == nil ? buffer.count - written : EventsEndpoint.latestReadBytes
                 guard events.read(reader, bytes: budget, into: &queued) else { return written > 0 ? .bytes(written) : .cut }
                 if queued.isEmpty {
@@ -158,7 +172,7 @@ final class EventStreamBody: ResponseStream {
                     continue
                 }
                 pauseMilliseconds = EventsEndpoint.shortestPause
-                if let latestRate { skipOlderRequests(rate: latestRate) }
+                if latestRate != nil { skipOlderRequests() }
             }
             // Each stream writes its own frames: a frame shared between streams cost an
             // allocation, a lock and a copy for each event, more than writing it again for a
@@ -171,18 +185,16 @@ final class EventStreamBody: ResponseStream {
         return .bytes(written)
     }
 
-    /// Of the request events just read, leaves those the allowance covers, the newest (one
-    /// at least), with the other events in their order; writes a `skipped` event first
-    /// that counts the rest and names their first and last ids: the journal has them. It has
-    /// no `id:`, so that a client that comes back goes on from the last event it was sent.
-    private func skipOlderRequests(rate: Double) {
-        let now = MonotonicClock.seconds()
-        allowance = min(rate, allowance + (now - allowanceTime) * rate)
-        allowanceTime = now
+    /// Of the request events just read, leaves the newest the allowance covers (one at
+    /// least: the stream reads only with a whole one), with the other events in their order;
+    /// writes a `skipped` event first that counts the rest and names their first and last
+    /// ids: the journal has them. It has no `id:`, so that a client that comes back goes on
+    /// from the last event it was sent.
+    private func skipOlderRequests() {
         var requests = 0
         for slot in queued where slot.stored.isRequest { requests += 1 }
-        let allowed = min(requests, max(1, Int(allowance)))
-        allowance = max(0, allowance - Double(allowed))
+        let allowed = min(requests, Int(allowance))
+        allowance -= Double(allowed)
         var skipping = requests - allowed
         guard skipping > 0 else { return }
         let skipped = skipping

@@ -106,9 +106,9 @@ struct EventStreamTests {
         #expect(waitUntil { server.server.events.listening == 1 })
         let first = server.server.events.nextID
         // 25 requests, a rule armed, 15 requests: 41 events, ids first..<first + 41.
-        _ = try curl(Array(repeating: server.url("/a.txt"), count: 25))
+        try Self.get(server.url("/a.txt"), times: 25)
         try server.server.faults.arm(path: "/never", fault: "status=503", times: 1)
-        _ = try curl(Array(repeating: server.url("/a.txt"), count: 15))
+        try Self.get(server.url("/a.txt"), times: 15)
         #expect(waitUntil { server.server.events.nextID == first + 41 })
 
         // Resumed from before them, each stream reads the 41 at once.
@@ -133,6 +133,35 @@ struct EventStreamTests {
         let wrong = try curl(["--max-time", "2", server.url("/__counterpart/events?requests=some")])
         #expect(wrong.status == 400)
         #expect(String(decoding: wrong.body, as: UTF8.self).contains("requests=latest"))
+    }
+
+    /// A steady stream of requests above the rate: no more go out than the rate allows (a
+    /// second's worth at once, then 10 a second), and each is either sent or counted in a
+    /// `skipped` event.
+    @Test func theLatestStreamKeepsToItsRateUnderASteadyStream() throws {
+        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 10 }, populate: { root in
+            try Data("hello".utf8).write(to: root.appendingPathComponent("a.txt"))
+        })
+        let opened = Date()
+        let reader = try CurlReader(server.url("/__counterpart/events?requests=latest"))
+        #expect(waitUntil { server.server.events.listening == 1 })
+        let first = server.server.events.nextID
+        try Self.get(server.url("/a.txt"), times: 60, extra: ["--rate", "100/s"])
+        #expect(waitUntil { server.server.events.nextID == first + 60 })
+        Thread.sleep(forTimeInterval: 0.5)  // time for the last ones to be read
+        let elapsed = Date().timeIntervalSince(opened)
+        let events = try Self.parse(reader.stop())
+        let sent = events.filter { $0.name == "request" }.count
+        let skipped = events.filter { $0.name == "skipped" }.reduce(0) { $0 + ($1.data["requests"] as? Int ?? 0) }
+        #expect(sent + skipped == 60, "\(sent) sent, \(skipped) skipped")
+        #expect(sent <= 10 + Int(elapsed * 10) + 1, "\(sent) sent in \(elapsed) s at 10 a second")
+        #expect(skipped > 0)
+    }
+
+    /// GETs of `url`, `times` over one connection, the bodies dropped.
+    static func get(_ url: String, times: Int, extra: [String] = []) throws {
+        let result = try curl(extra + [url] + (1..<times).flatMap { _ in ["-o", "/dev/null", url] })
+        #expect(result.exitCode == 0)
     }
 
     /// Ids start from the server's start time: an id a client kept from a server that has

@@ -119,7 +119,7 @@ extension LivePage {
     const filtered = $("log-filter").value.trim() !== "";
     let note = `Showing the newest ${found.length.toLocaleString()} of ${total.toLocaleString()}${filtered ? " matching" : ""}.`;
     if (paused) note += ` Paused: ${(entries.length - upTo).toLocaleString()} newer not shown.`;
-    if (passing > 0) note += ` ${passing.toLocaleString()} more came too fast to show one by one: they fill in from the journal when the requests slow down.`;
+    if (passing > 0) note += ` ${passing.toLocaleString()} more came too fast to show one by one: the journal's newest fill in when the requests slow down (the journal keeps the last --journal-size).`;
     $("log-shown").textContent = total === 0 ? (filtered ? "Nothing matches the filter." : "No request yet.") : note;
     $("log-more").hidden = found.length >= total;
     lastLogDraw = performance.now();
@@ -356,9 +356,10 @@ extension LivePage {
 
   let source = null;
   async function loadJournal() {
+    const counted = passing;  // those skipped after the fetch began may not be in its answer
     try {
       const answer = await (await fetch("/__counterpart/requests")).json();
-      passing = 0;
+      passing = Math.max(0, passing - counted);
       for (const entry of answer.requests) addEntry(entry, 0, false);
       entries.sort((a, b) => (a.sequence || 0) - (b.sequence || 0));
       keepTheNewest();
@@ -366,6 +367,13 @@ extension LivePage {
     } catch (failure) {
       $("log-shown").textContent = `The journal could not be read: ${failure.message}`;
     }
+  }
+
+  // After a flood; while the log is paused, later (filling in would move the rows it shows).
+  function fillInFromJournal() {
+    if (paused) { fillIn = setTimeout(fillInFromJournal, 1000); return; }
+    fillIn = null;
+    loadJournal();
   }
 
   function setStatus(state, text) {
@@ -400,7 +408,7 @@ extension LivePage {
       skippedTotal += count;
       mark("log");
       clearTimeout(fillIn);
-      fillIn = setTimeout(loadJournal, 1000);
+      fillIn = setTimeout(fillInFromJournal, 1000);
     });
     source.addEventListener("transfer", (event) => addTransfer(JSON.parse(event.data)));
     source.addEventListener("resumable", (event) => addResumable(JSON.parse(event.data)));
