@@ -9,7 +9,7 @@ struct EventsEndpoint: Sendable {
     let events: ServerEvents
     let faults: ServerFaults
     /// `Configuration.latestRequestsPerSecond`.
-    var latestRequestsPerSecond = 1_000
+    let latestRequestsPerSecond: Int
 
     /// How long the stream waits before it looks for new events again, when it has sent
     /// them all (the connection is suspended meanwhile, not a thread): 5 ms while events
@@ -87,7 +87,7 @@ struct EventsEndpoint: Sendable {
         }
         return Response(status: 200, headers: headers,
                         body: .stream(length: .max, EventStreamBody(events: events, reader: opening.reader, socket: head.connection?.socket,
-                                                                    preamble: preamble, latestRequestsPerSecond: latest ? max(1, latestRequestsPerSecond) : nil)))
+                                                                    preamble: preamble, latestRequestsPerSecond: latest ? latestRequestsPerSecond : nil)))
     }
 }
 
@@ -123,8 +123,8 @@ final class EventStreamBody: ResponseStream {
         self.events = events
         self.reader = reader
         self.socket = socket
-        // At most a billion: the allowance is counted in a Double and read as an Int.
-        latestRate = latestRequestsPerSecond.map { Double(min($0, 1_000_000_000)) }
+        // One at least; at most a billion: the allowance is counted in a Double and read as an Int.
+        latestRate = latestRequestsPerSecond.map { Double(min(max($0, 1), 1_000_000_000)) }
         allowance = latestRate ?? 0
         text = preamble
         queued.reserveCapacity(256)

@@ -255,9 +255,6 @@ public final class S3Client: Sendable {
 
     // MARK: Listing and the bucket
 
-    /// One page of ListObjectsV2 under `prefix` (relative to the client's). With a
-    /// `delimiter`, keys holding it after the prefix are rolled up into `commonPrefixes`.
-    /// The listed objects have no content type or metadata (S3 does not list them).
     /// Every object under `prefix`, page after page, given to `body`. A listing that fails
     /// ends the walk where it is: for sweeps and loads that take what they can get.
     func forEachObject(prefix: String, _ body: (S3ObjectInfo) -> Void) {
@@ -269,6 +266,9 @@ public final class S3Client: Sendable {
         } while token != nil
     }
 
+    /// One page of ListObjectsV2 under `prefix` (relative to the client's). With a
+    /// `delimiter`, keys holding it after the prefix are rolled up into `commonPrefixes`.
+    /// The listed objects have no content type or metadata (S3 does not list them).
     public func listObjects(prefix: String = "", delimiter: String? = nil, continuationToken: String? = nil,
                             maxKeys: Int = 1000) throws -> (objects: [S3ObjectInfo], commonPrefixes: [String], nextContinuationToken: String?) {
         var query = ["list-type": "2", "max-keys": String(maxKeys), "prefix": configuration.prefix + prefix]
