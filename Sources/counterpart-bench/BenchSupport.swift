@@ -78,8 +78,10 @@ struct BenchOptions {
           --peers    the folder of the compiled C peers (default .build/bench/bin; make bench builds them
                      from bench/peers/*.c with gcc -O2 -lmicrohttpd)
           --events-reader[=all]  in server/small and server/upload, measure Counterpart a second time with a
-                     client reading GET /__counterpart/events?requests=latest all along (the live page's stream), in
-                     the same run; =all reads ?requests=all instead (every request, as curl -N does)
+                     client reading GET /__counterpart/events?requests=latest all along (the live page's stream), and
+                     a third time as its twin (the same again, no reader), in the same run; round by round, each over
+                     Counterpart without a reader: the reader is within the noise when its median ratio is no lower
+                     than the twin's lowest; =all reads ?requests=all instead (every request, as curl -N does)
           --baseline PATH  another counterpart binary (e.g. a release build of an earlier commit): in server/small,
                      range-rate, upload, download and ranges, each Counterpart row is measured a second time from it,
                      started with the same flags ("(baseline)" rows), and the ratios current / baseline are printed

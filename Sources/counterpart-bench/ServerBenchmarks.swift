@@ -89,12 +89,16 @@ enum ServerMeasure: CaseIterable {
     var needsWrk: Bool { self == .rangeRate || self == .small }
 
     /// The servers measured side by side, Counterpart first; with `eventsReader`, the first
-    /// Counterpart again right after it, with a client reading its events; with `baseline`,
-    /// each Counterpart (but one with a reader) followed by the same from the baseline binary.
+    /// Counterpart between the same with a client reading its events and its twin (the same
+    /// again, without one): each of them is measured right before or right after it in every
+    /// round (`measureAll` turns the order round each time), so that both are paired with it
+    /// alike. With `baseline`, each Counterpart (but one with a reader or a twin) followed by
+    /// the same from the baseline binary.
     func lineup(eventsReader: Bool, baseline: Bool = false) -> [ServerSpec] {
         var lineup = baseLineup
-        if eventsReader, self == .small || self == .upload, case .counterpart(let threads, let sync, let memory, _, _) = lineup[0] {
-            lineup.insert(.counterpart(threads: threads, sync: sync, memory: memory, eventsReader: true), at: 1)
+        if eventsReader, let (_, reader, twin) = readerComparison {
+            lineup.insert(reader, at: 0)
+            lineup.insert(twin, at: 2)
         }
         if baseline {
             lineup = lineup.flatMap { spec in [spec] + (spec.baselineTwin.map { [$0] } ?? []) }
@@ -144,6 +148,15 @@ enum ServerMeasure: CaseIterable {
         case .download: return [Comparison(counterpart, .server(nginx1), rateTarget: 0.95), Comparison(counterpart, .server(.mhd))]
         case .ranges: return [Comparison(counterpart, .server(nginx1))]
         }
+    }
+
+    /// With `--events-reader`: Counterpart with a reader of its events and its twin without,
+    /// each set beside `baseLineup`'s first Counterpart (nil for the measures not compared so).
+    var readerComparison: (plain: ServerSpec, reader: ServerSpec, twin: ServerSpec)? {
+        let plain = baseLineup[0]
+        guard self == .small || self == .upload, case .counterpart(let threads, let sync, let memory, _, _, _) = plain else { return nil }
+        return (plain, .counterpart(threads: threads, sync: sync, memory: memory, eventsReader: true),
+                .counterpart(threads: threads, sync: sync, memory: memory, twin: true))
     }
 
     /// The server's CPU time per unit of work, and the unit.
@@ -483,9 +496,9 @@ final class ServerBench {
 
     private func label(_ spec: ServerSpec) -> String {
         switch spec {
-        case .counterpart(let threads, let sync, let memory, let reader, let baseline):
+        case .counterpart(let threads, let sync, let memory, let reader, let baseline, let twin):
             let flags = ServerSpec.flagsText(sync: sync, memory: memory) + (reader ? ", an events reader attached (requests=\(eventsReaderRequests))" : "")
-                + (baseline ? " (baseline)" : "")
+                + (baseline ? " (baseline)" : "") + (twin ? " (twin: the same again, no reader)" : "")
             switch threads {
             case nil: return "Counterpart" + flags
             case 0: return "Counterpart --threads 0 (thread per connection)" + flags
@@ -508,14 +521,14 @@ final class ServerBench {
         for spec in specs {
             let folder = fixture.folder + "/" + spec.key
             switch spec {
-            case .counterpart(let threads, let sync, let memory, let reader, let baseline):
+            case .counterpart(let threads, let sync, let memory, let reader, let baseline, let twin):
                 guard let binary = baseline ? self.baseline : counterpart else {
                     missing.append("\(label(spec)): no --baseline binary")
                     continue
                 }
                 let server = try ServerUnderTest.startCounterpart(
                     binary: binary, threads: threads, sync: sync, memory: memory, extra: counterpartExtra, label: label(spec),
-                    root: fixture.root, folder: folder, eventsReader: reader, baseline: baseline)
+                    root: fixture.root, folder: folder, eventsReader: reader, baseline: baseline, twin: twin)
                 servers.append(server)
                 if reader { server.eventsReader = try EventsReader(port: server.port, requests: eventsReaderRequests) }
             case .nginx(let workers):
@@ -617,6 +630,7 @@ final class ServerBench {
         if let ddFailure { print("  dd: FAILED: \(ddFailure)") }
         record(measure, servers: servers, results: results, dd: ddRates, context: context)
         compare(measure, servers: servers, results: results, dd: ddRates, fixture: fixture, context: context)
+        if options.eventsReader { compareReader(measure, servers: servers, results: results, fixture: fixture, context: context) }
     }
 
     /// The figures of each server, for the JSON summary.
@@ -704,6 +718,54 @@ final class ServerBench {
             context.record(TargetCheck(
                 name: "\(shortTitle(measure, fixture: fixture)): Counterpart peak RSS (largest of the runs)",
                 measured: peak, target: 64, unit: "MiB", source: "issue, whatever the file size", comparison: .below))
+        }
+    }
+
+    /// With `--events-reader`: whether a reader of the events leaves Counterpart within its
+    /// noise. The noise is measured in the same run, not assumed: round by round, the figure
+    /// of Counterpart with a reader and that of its twin (the same server again, no reader)
+    /// are each divided by the figure of Counterpart without one, measured next to both. The
+    /// twin's ratios are how far two of the same server differ here and now; the reader is
+    /// within that when its median ratio is no lower than the twin's lowest (and its CPU per
+    /// unit of work below the twin's highest).
+    private func compareReader(
+        _ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], fixture: ServerFixture, context: BenchContext
+    ) {
+        guard let (plainSpec, readerSpec, twinSpec) = measure.readerComparison else { return }
+        func result(_ spec: ServerSpec) -> MeasureResult? { servers.firstIndex { $0.spec == spec }.map { results[$0] } }
+        guard let plain = result(plainSpec), let reader = result(readerSpec), let twin = result(twinSpec) else { return }
+        let section = "server/\(measure.key)"
+        print("  An events reader's cost: each round's figure over that of \(plainSpec.shortName) in the same round, median [min–max]:")
+        /// `over` divided by `plain`, round by round; nil unless every round of both was measured.
+        func roundRatios(_ over: Samples, _ plain: Samples) -> Samples? {
+            guard over.values.count == plain.values.count, !plain.isEmpty else { return nil }
+            return Samples(zip(over.values, plain.values).map { $0 / $1 })
+        }
+        for (what, unit, readerFigures, twinFigures, plainFigures, higherIsBetter) in [
+            ("rate", measure.unit, reader.figure, twin.figure, plain.figure, true),
+            ("server CPU", measure.cpuUnit, reader.cpu, twin.cpu, plain.cpu, false),
+        ] {
+            guard let readerRatios = roundRatios(readerFigures, plainFigures), let twinRatios = roundRatios(twinFigures, plainFigures) else {
+                print("    \(unit): not every round was measured; no comparison")
+                continue
+            }
+            let readerName = "\(readerSpec.shortName) / \(plainSpec.shortName), \(unit), round by round"
+            let twinName = "\(twinSpec.shortName) / \(plainSpec.shortName), \(unit), round by round (the noise)"
+            let bound = higherIsBetter ? twinRatios.min : twinRatios.max
+            let passes = higherIsBetter ? readerRatios.median >= bound : readerRatios.median < bound
+            let boundText = "\(higherIsBetter ? "≥" : "<") the twin's \(higherIsBetter ? "lowest" : "highest") \(format(bound, decimals: 2))×"
+            func text(_ ratios: Samples) -> String {
+                "\(format(ratios.median, decimals: 2))× [\(format(ratios.min, decimals: 2))–\(format(ratios.max, decimals: 2))]"
+            }
+            print("    \(readerName): \(text(readerRatios))")
+            print("    \(twinName): \(text(twinRatios))")
+            print("    \(what) with a reader within the noise (median \(boundText)): \(passes ? "PASS" : "BELOW")")
+            context.record(RatioRecord(section: section, name: readerName, ratio: readerRatios.median, target: boundText, passes: passes))
+            context.record(RatioRecord(section: section, name: twinName, ratio: twinRatios.median, target: nil, passes: nil))
+            context.record(TargetCheck(
+                name: "\(shortTitle(measure, fixture: fixture)): \(what) with an events reader / without, within the twin's noise",
+                measured: 100 * readerRatios.median, target: 100 * bound, unit: "%", source: "issue; the twin in the same run",
+                comparison: higherIsBetter ? .atLeast : .below))
         }
     }
 

@@ -17,8 +17,10 @@ enum ServerSpec: Hashable {
     /// `--connection-memory` in bytes; nil leaves the flag out.
     /// With `eventsReader`, a client reads `/__counterpart/events` all along. With
     /// `baseline`, the binary is the one given by `--baseline` (an earlier build), started
-    /// with the same flags.
-    case counterpart(threads: Int?, sync: String?, memory: Int? = nil, eventsReader: Bool = false, baseline: Bool = false)
+    /// with the same flags. A `twin` is a second Counterpart the same in every way, beside
+    /// the first to measure how far two of the same differ in one run (the noise a reader's
+    /// cost is judged against).
+    case counterpart(threads: Int?, sync: String?, memory: Int? = nil, eventsReader: Bool = false, baseline: Bool = false, twin: Bool = false)
     case nginx(workers: String)
     /// bench/peers/mhd_upload_server.c: MHD_PostProcessor, file parts written as they come.
     case mhd
@@ -36,16 +38,16 @@ enum ServerSpec: Hashable {
     /// The same Counterpart (same flags) run from the `--baseline` binary; nil for the other
     /// servers and for a Counterpart with an events reader.
     var baselineTwin: ServerSpec? {
-        guard case .counterpart(let threads, let sync, let memory, false, false) = self else { return nil }
+        guard case .counterpart(let threads, let sync, let memory, false, false, false) = self else { return nil }
         return .counterpart(threads: threads, sync: sync, memory: memory, baseline: true)
     }
 
     /// A short name for the ratios.
     var shortName: String {
         switch self {
-        case .counterpart(let threads, let sync, let memory, let reader, let baseline):
+        case .counterpart(let threads, let sync, let memory, let reader, let baseline, let twin):
             "Counterpart" + (threads.map { " --threads \($0)" } ?? "") + Self.flagsText(sync: sync, memory: memory)
-                + (reader ? " + events reader" : "") + (baseline ? " (baseline)" : "")
+                + (reader ? " + events reader" : "") + (baseline ? " (baseline)" : "") + (twin ? " (twin)" : "")
         case .nginx(let workers): "nginx \(workers)w"
         case .mhd: "C MHD"
         }
@@ -60,9 +62,10 @@ enum ServerSpec: Hashable {
     /// A name for folders and the JSON summary.
     var key: String {
         switch self {
-        case .counterpart(let threads, let sync, let memory, let reader, let baseline):
+        case .counterpart(let threads, let sync, let memory, let reader, let baseline, let twin):
             "counterpart" + (threads.map { "-threads-\($0)" } ?? "") + (sync.map { "-sync-\($0)" } ?? "")
                 + (memory.map { "-memory-\($0 >> 10)k" } ?? "") + (reader ? "-events-reader" : "") + (baseline ? "-baseline" : "")
+                + (twin ? "-twin" : "")
         case .nginx(let workers): "nginx-\(workers)w"
         case .mhd: "mhd-c"
         }
@@ -130,12 +133,13 @@ final class ServerUnderTest {
     /// the earlier build given by `--baseline`).
     static func startCounterpart(
         binary: String, threads: Int?, sync: String?, memory: Int? = nil, extra: [String] = [], label: String, root: String, folder: String,
-        eventsReader: Bool = false, baseline: Bool = false
+        eventsReader: Bool = false, baseline: Bool = false, twin: Bool = false
     ) throws -> ServerUnderTest {
         let uploads = folder + "/uploads"
         let base = ["--port", "0", "--root", root, "--uploads", uploads, "--quiet"]
             + (threads.map { ["--threads", String($0)] } ?? []) + (memory.map { ["--connection-memory", String($0)] } ?? []) + extra
-        return try startListening(spec: .counterpart(threads: threads, sync: sync, memory: memory, eventsReader: eventsReader, baseline: baseline), binary: binary,
+        return try startListening(spec: .counterpart(threads: threads, sync: sync, memory: memory, eventsReader: eventsReader, baseline: baseline, twin: twin),
+                                  binary: binary,
                                   arguments: base + (sync.map { ["--sync", $0] } ?? []), label: label, folder: folder, storeFolder: uploads)
     }
 
