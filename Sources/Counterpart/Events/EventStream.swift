@@ -32,6 +32,11 @@ struct EventsEndpoint: Sendable {
     /// With `?requests=latest`, what it asks for at once (the requests' text as the journal
     /// counts it): what is skipped costs no room in the connection's buffer.
     static let latestReadBytes = 1 << 20
+    /// With `?requests=latest`, the shortest wait once the allowance is spent (ms): a tenth
+    /// of the page's redraw. Waiting only for the next request's worth (1 ms at 1,000 a
+    /// second) suspended and resumed the connection a thousand times a second under a flood,
+    /// to send one request each time.
+    static let latestBatchPause = 25
 
     func respond(to head: RequestHead) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
@@ -146,16 +151,17 @@ final class EventStreamBody: ResponseStream {
                 queued.removeAll(keepingCapacity: true)
                 next = 0
                 if let latestRate {
-                    // Out of allowance: wait for the next request's worth rather than read
-                    // a batch of which none could go out (other events wait that long too:
-                    // 1 ms at 1,000 a second).
+                    // Out of allowance: wait for the next request's worth, and a batch's at
+                    // least, rather than read a batch of which none could go out (other
+                    // events wait that long too).
                     let now = MonotonicClock.seconds()
                     allowance = min(latestRate, allowance + (now - allowanceTime) * latestRate)
                     allowanceTime = now
                     if allowance < 1 {
                         if written > 0 { break }
                         wakeable = false
-                        return .pause(.duration(.milliseconds(max(1, Int(((1 - allowance) / latestRate * 1_000).rounded(.up))))))
+                        let untilNext = Int(((1 - allowance) / latestRate * 1_000).rounded(.up))
+                        return .pause(.duration(.milliseconds(max(EventsEndpoint.latestBatchPause, untilNext))))
                     }
                 }
                 let budget = latestRate == nil ? buffer.count - written : EventsEndpoint.latestReadBytes

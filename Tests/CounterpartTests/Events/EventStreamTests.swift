@@ -158,6 +158,34 @@ struct EventStreamTests {
         #expect(skipped > 0)
     }
 
+    /// Under a flood the page's stream sends in batches, a few dozen times a second at most
+    /// (every 25 ms at most), not one request each time its allowance has grown
+    /// by one (a thousand suspensions a second): each `skipped` event ends a batch.
+    @Test func theLatestStreamSendsAFloodInBatches() throws {
+        // A rate a debug build's flood is well above, whose next request's worth (10 ms) is
+        // shorter than a batch's pause.
+        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 100 }, populate: { root in
+            try Data("hello".utf8).write(to: root.appendingPathComponent("a.txt"))
+        })
+        let reader = try CurlReader(server.url("/__counterpart/events?requests=latest"))
+        #expect(waitUntil { server.server.events.listening == 1 })
+        let first = server.server.events.nextID
+        let started = Date()
+        try Self.get(server.url("/a.txt"), times: 4_000)
+        #expect(waitUntil { server.server.events.nextID == first + 4_000 })
+        let elapsed = Date().timeIntervalSince(started)
+        Thread.sleep(forTimeInterval: 0.3)  // time for the last batch to be read
+        let events = try Self.parse(reader.stop())
+        let batches = events.filter { $0.name == "skipped" }
+        let sent = events.filter { $0.name == "request" }.count
+        let skipped = batches.reduce(0) { $0 + ($1.data["requests"] as? Int ?? 0) }
+        #expect(sent + skipped == 4_000, "\(sent) sent, \(skipped) skipped")
+        let batchPause = 25  // ms: the server's `EventsEndpoint.latestBatchPause`
+        let most = Int((elapsed + 0.3) * 1_000) / batchPause + 2
+        #expect(batches.count <= most, "\(batches.count) batches in \(elapsed) s")
+        #expect(!batches.isEmpty, "the flood, \(4_000 / elapsed) requests a second, was not above the rate")
+    }
+
     /// GETs of `url`, `times` over one connection, the bodies dropped.
     static func get(_ url: String, times: Int, extra: [String] = []) throws {
         let result = try curl(extra + [url] + (1..<times).flatMap { _ in ["-o", "/dev/null", url] })
