@@ -79,9 +79,10 @@ struct BenchOptions {
                      from bench/peers/*.c with gcc -O2 -lmicrohttpd)
           --events-reader[=all]  in server/small and server/upload, measure Counterpart a second time with a
                      client reading GET /__counterpart/events?requests=latest all along (the live page's stream), and
-                     a third time as its twin (the same again, no reader), in the same run; round by round, each over
-                     Counterpart without a reader: the reader is within the noise when its median ratio is no lower
-                     than the twin's lowest; =all reads ?requests=all instead (every request, as curl -N does)
+                     a third time as its twin (the same again, no reader), in the same run; the reader is within the
+                     noise unless, round by round against the twin, Wilcoxon's signed-rank test puts the chance of
+                     two of the same differing so below 5 % (5 runs at least); =all reads ?requests=all instead
+                     (every request, as curl -N does)
           --baseline PATH  another counterpart binary (e.g. a release build of an earlier commit): in server/small,
                      range-rate, upload, download and ranges, each Counterpart row is measured a second time from it,
                      started with the same flags ("(baseline)" rows), and the ratios current / baseline are printed
@@ -243,6 +244,43 @@ struct Samples {
     func formatted(decimals: Int = 0) -> String {
         guard !values.isEmpty else { return "—" }
         return "\(format(median, decimals: decimals)) [\(format(min, decimals: decimals))–\(format(max, decimals: decimals))]"
+    }
+}
+
+/// Wilcoxon's signed-rank test, one-sided and exact (ties share their ranks, zeros are left
+/// out): how likely differences that are only noise (each as likely either sign) were to
+/// lean as far to the positive side as these do.
+enum SignedRank {
+    /// Below this chance, the differences are taken not to be noise.
+    static let significance = 0.05
+    /// The fewest differences that can go below `significance` (1/32 for five).
+    static let fewestRounds = 5
+
+    /// The chance that the rank sum of the positive differences is as large as it is here,
+    /// had every sign been a coin toss; nil with fewer than `fewestRounds` nonzero differences.
+    static func oneSidedChance(_ differences: [Double]) -> Double? {
+        let nonzero = differences.filter { $0 != 0 && $0.isFinite }
+        guard nonzero.count >= fewestRounds else { return nil }
+        // Ranks of the sizes, ties sharing the mean of theirs, doubled to stay whole.
+        let order = nonzero.indices.sorted { abs(nonzero[$0]) < abs(nonzero[$1]) }
+        var doubledRanks = [Int](repeating: 0, count: nonzero.count)
+        var first = 0
+        while first < order.count {
+            var last = first
+            while last + 1 < order.count, abs(nonzero[order[last + 1]]) == abs(nonzero[order[first]]) { last += 1 }
+            for position in first...last { doubledRanks[order[position]] = first + last + 2 }
+            first = last + 1
+        }
+        let observed = zip(nonzero, doubledRanks).reduce(0) { $0 + ($1.0 > 0 ? $1.1 : 0) }
+        // How many of the 2^n sign choices give each sum: one rank at a time.
+        let total = doubledRanks.reduce(0, +)
+        var ways = [Double](repeating: 0, count: total + 1)
+        ways[0] = 1
+        for rank in doubledRanks {
+            for sum in stride(from: total, through: rank, by: -1) { ways[sum] += ways[sum - rank] }
+        }
+        let atLeast = ways[observed...].reduce(0, +)
+        return atLeast / pow(2, Double(nonzero.count))
     }
 }
 

@@ -88,17 +88,19 @@ enum ServerMeasure: CaseIterable {
     var needsBigFile: Bool { self == .upload || self == .download || self == .ranges }
     var needsWrk: Bool { self == .rangeRate || self == .small }
 
-    /// The servers measured side by side, Counterpart first; with `eventsReader`, the first
-    /// Counterpart between the same with a client reading its events and its twin (the same
-    /// again, without one): each of them is measured right before or right after it in every
-    /// round (`measureAll` turns the order round each time), so that both are paired with it
-    /// alike. With `baseline`, each Counterpart (but one with a reader or a twin) followed by
-    /// the same from the baseline binary.
+    /// The servers measured side by side, Counterpart first; with `eventsReader`, the same
+    /// with a client reading its events before them all and its twin (the same again, without
+    /// one) after them all. `measureAll` turns the order round each time, so that the two
+    /// ends take the same places over two rounds (first and last, each right after itself
+    /// where the rounds meet): a place in the order moves a server's figures by as much as a
+    /// reader does (the middle one of three Counterparts, no reader in any, came out ahead).
+    /// With `baseline`, each Counterpart (but one with a reader or a twin) followed by the
+    /// same from the baseline binary.
     func lineup(eventsReader: Bool, baseline: Bool = false) -> [ServerSpec] {
         var lineup = baseLineup
         if eventsReader, let (_, reader, twin) = readerComparison {
             lineup.insert(reader, at: 0)
-            lineup.insert(twin, at: 2)
+            lineup.append(twin)
         }
         if baseline {
             lineup = lineup.flatMap { spec in [spec] + (spec.baselineTwin.map { [$0] } ?? []) }
@@ -722,12 +724,13 @@ final class ServerBench {
     }
 
     /// With `--events-reader`: whether a reader of the events leaves Counterpart within its
-    /// noise. The noise is measured in the same run, not assumed: round by round, the figure
-    /// of Counterpart with a reader and that of its twin (the same server again, no reader)
-    /// are each divided by the figure of Counterpart without one, measured next to both. The
-    /// twin's ratios are how far two of the same server differ here and now; the reader is
-    /// within that when its median ratio is no lower than the twin's lowest (and its CPU per
-    /// unit of work below the twin's highest).
+    /// noise. The noise is measured in the same run, not assumed: the twin (the same server
+    /// again, no reader) is measured in every round as the reader's server is, at the other
+    /// end of the order (`lineup`), so that both meet the machine alike. Round by round, the
+    /// reader's figure over the twin's is what the reader costs plus the noise; Wilcoxon's
+    /// signed-rank test says how likely two of the same server were to differ that way by
+    /// chance. Within the noise unless that is below 5 %. The ratios over Counterpart without
+    /// a reader (in the middle) are printed for the figures themselves.
     private func compareReader(
         _ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], fixture: ServerFixture, context: BenchContext
     ) {
@@ -735,37 +738,48 @@ final class ServerBench {
         func result(_ spec: ServerSpec) -> MeasureResult? { servers.firstIndex { $0.spec == spec }.map { results[$0] } }
         guard let plain = result(plainSpec), let reader = result(readerSpec), let twin = result(twinSpec) else { return }
         let section = "server/\(measure.key)"
-        print("  An events reader's cost: each round's figure over that of \(plainSpec.shortName) in the same round, median [min–max]:")
-        /// `over` divided by `plain`, round by round; nil unless every round of both was measured.
-        func roundRatios(_ over: Samples, _ plain: Samples) -> Samples? {
-            guard over.values.count == plain.values.count, !plain.isEmpty else { return nil }
-            return Samples(zip(over.values, plain.values).map { $0 / $1 })
+        print("  An events reader's cost, round by round (each round's figures divided), median [min–max]:")
+        /// `over` divided by `under`, round by round; nil unless every round of both was measured.
+        func roundRatios(_ over: Samples, _ under: Samples) -> Samples? {
+            guard over.values.count == under.values.count, !under.isEmpty else { return nil }
+            return Samples(zip(over.values, under.values).map { $0 / $1 })
+        }
+        func text(_ ratios: Samples) -> String {
+            "\(format(ratios.median, decimals: 2))× [\(format(ratios.min, decimals: 2))–\(format(ratios.max, decimals: 2))]"
         }
         for (what, unit, readerFigures, twinFigures, plainFigures, higherIsBetter) in [
             ("rate", measure.unit, reader.figure, twin.figure, plain.figure, true),
             ("server CPU", measure.cpuUnit, reader.cpu, twin.cpu, plain.cpu, false),
         ] {
-            guard let readerRatios = roundRatios(readerFigures, plainFigures), let twinRatios = roundRatios(twinFigures, plainFigures) else {
+            guard let overPlain = roundRatios(readerFigures, plainFigures), let twinOverPlain = roundRatios(twinFigures, plainFigures),
+                  let overTwin = roundRatios(readerFigures, twinFigures) else {
                 print("    \(unit): not every round was measured; no comparison")
                 continue
             }
-            let readerName = "\(readerSpec.shortName) / \(plainSpec.shortName), \(unit), round by round"
-            let twinName = "\(twinSpec.shortName) / \(plainSpec.shortName), \(unit), round by round (the noise)"
-            let bound = higherIsBetter ? twinRatios.min : twinRatios.max
-            let passes = higherIsBetter ? readerRatios.median >= bound : readerRatios.median < bound
-            let boundText = "\(higherIsBetter ? "≥" : "<") the twin's \(higherIsBetter ? "lowest" : "highest") \(format(bound, decimals: 2))×"
-            func text(_ ratios: Samples) -> String {
-                "\(format(ratios.median, decimals: 2))× [\(format(ratios.min, decimals: 2))–\(format(ratios.max, decimals: 2))]"
+            print("    \(readerSpec.shortName) / \(plainSpec.shortName), \(unit): \(text(overPlain))")
+            print("    \(twinSpec.shortName) / \(plainSpec.shortName), \(unit): \(text(twinOverPlain))")
+            let name = "\(readerSpec.shortName) / \(twinSpec.shortName), \(unit), round by round"
+            // Worse with the reader: a lower rate, or more CPU per unit of work.
+            let worse = overTwin.values.map { higherIsBetter ? -log($0) : log($0) }
+            guard let chance = SignedRank.oneSidedChance(worse) else {
+                print("    \(name): \(text(overTwin)); too few rounds to tell (at least \(SignedRank.fewestRounds): --runs)")
+                continue
             }
-            print("    \(readerName): \(text(readerRatios))")
-            print("    \(twinName): \(text(twinRatios))")
-            print("    \(what) with a reader within the noise (median \(boundText)): \(passes ? "PASS" : "BELOW")")
-            context.record(RatioRecord(section: section, name: readerName, ratio: readerRatios.median, target: boundText, passes: passes))
-            context.record(RatioRecord(section: section, name: twinName, ratio: twinRatios.median, target: nil, passes: nil))
+            let passes = chance >= SignedRank.significance
+            let verdict = "\(what) with a reader within the noise (two of the same differ so by chance: p = \(format(chance, decimals: 3)); "
+                + "below \(format(SignedRank.significance, decimals: 2)) it is not noise)"
+            print("    \(name): \(text(overTwin))")
+            print("    \(verdict): \(passes ? "PASS" : "BELOW")")
+            context.record(RatioRecord(section: section, name: "\(readerSpec.shortName) / \(plainSpec.shortName), \(unit), round by round",
+                                       ratio: overPlain.median, target: nil, passes: nil))
+            context.record(RatioRecord(section: section, name: "\(twinSpec.shortName) / \(plainSpec.shortName), \(unit), round by round",
+                                       ratio: twinOverPlain.median, target: nil, passes: nil))
+            context.record(RatioRecord(section: section, name: name, ratio: overTwin.median,
+                                       target: "p ≥ \(format(SignedRank.significance, decimals: 2))", passes: passes))
             context.record(TargetCheck(
-                name: "\(shortTitle(measure, fixture: fixture)): \(what) with an events reader / without, within the twin's noise",
-                measured: 100 * readerRatios.median, target: 100 * bound, unit: "%", source: "issue; the twin in the same run",
-                comparison: higherIsBetter ? .atLeast : .below))
+                name: "\(shortTitle(measure, fixture: fixture)): \(what) with an events reader against its twin, within the noise "
+                    + "(signed-rank p)",
+                measured: 100 * chance, target: 100 * SignedRank.significance, unit: "%", source: "issue; the twin in the same run"))
         }
     }
 
