@@ -30,17 +30,23 @@ public final class ServerEvents: Sendable {
     /// Readers and subscribers, read without the lock: transfers are metered only while
     /// someone is listening.
     private let listeners = Atomic<Int>(0)
-    /// Whether anyone has listened yet. Until then no one can hold an id to come back with,
-    /// and the page reads the requests made before it opened from the journal: requests are
-    /// kept as events from the first listener on, so that a server nobody watches pays
-    /// nothing for them.
-    private let everListened = Atomic<Bool>(false)
+    /// Whether requests are kept as events: from the first listener on, until nobody has
+    /// listened for `requestGrace` seconds. Before that no one can hold an id to come back
+    /// with, and after it the backlog is forgotten (a client that comes back later starts
+    /// afresh); the page reads the requests it has not seen from the journal. So a server
+    /// nobody watches, or nobody has watched for a while, pays nothing for them.
+    private let keepingRequests = Atomic<Bool>(false)
+    /// When the last listener left (`MonotonicClock`, ms); only read while nobody listens.
+    private let lastLeft = Atomic<Int>(0)
+    /// `Configuration.requestEventGrace`, in ms.
+    private let requestGraceMilliseconds: Int
     private let transferIDs = Atomic<Int>(1)
     /// Downloads sent with sendfile, metered from their sockets.
     let sentFiles = SentFiles()
 
-    init(backlog: Int) {
+    init(backlog: Int, requestGrace: Double = 60) {
         self.backlog = max(backlog, 1)
+        requestGraceMilliseconds = Int(max(0, min(requestGrace, 1e9)) * 1_000)
         state = Mutex(State(capacity: max(backlog, 1)))
     }
 
@@ -62,7 +68,7 @@ public final class ServerEvents: Sendable {
             state.nextKey += 1
             state.subscribers[key] = continuation
             listeners.add(1, ordering: .relaxed)
-            everListened.store(true, ordering: .relaxed)
+            keepingRequests.store(true, ordering: .relaxed)
             return key
         }
         guard let key else {
@@ -72,7 +78,7 @@ public final class ServerEvents: Sendable {
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             let removed = state.withLock { $0.subscribers.removeValue(forKey: key) != nil }
-            if removed { listeners.subtract(1, ordering: .relaxed) }
+            if removed { listenersLeft(1) }
         }
         return stream
     }
@@ -83,9 +89,34 @@ public final class ServerEvents: Sendable {
     func requestFinished(_ request: CompletedRequest, sequence: Int?, bytes: Int) {
         // A file sent with sendfile tells its last transfer event before its request's.
         sentFiles.end(request.head.connection, bytesSent: request.completed ? request.bodyBytes : nil)
-        guard everListened.load(ordering: .relaxed) else { return }
+        guard keepingRequests.load(ordering: .relaxed) else { return }
+        if listeners.load(ordering: .relaxed) == 0, Self.milliseconds() - lastLeft.load(ordering: .relaxed) >= requestGraceMilliseconds {
+            stopKeepingRequests()
+            return
+        }
         publish(.request(request, sequence: sequence), bytes: bytes)
     }
+
+    /// Nobody has listened for the grace: forgets the backlog, and skips an id, so that a
+    /// client that comes back with an id from before is not taken to have missed nothing
+    /// (it gets a snapshot that says so); keeps no request as an event until the next
+    /// listener. Under the lock, where listeners are added: one that has just come keeps it on.
+    private func stopKeepingRequests() {
+        let forgotten = state.withLock { state -> [Slot?] in
+            guard state.readers.isEmpty, state.subscribers.isEmpty, keepingRequests.load(ordering: .relaxed) else { return [] }
+            keepingRequests.store(false, ordering: .relaxed)
+            return state.forgetAll()
+        }
+        _ = forgotten  // released here, outside the lock
+    }
+
+    /// `count` listeners have gone.
+    private func listenersLeft(_ count: Int) {
+        lastLeft.store(Self.milliseconds(), ordering: .relaxed)
+        listeners.subtract(count, ordering: .relaxed)
+    }
+
+    private static func milliseconds() -> Int { Int(MonotonicClock.seconds() * 1_000) }
 
     func resumable(_ change: ServerEvent.ResumableChange.Change, _ upload: ResumableStore.Upload?) {
         guard let upload else { return }
@@ -118,7 +149,7 @@ public final class ServerEvents: Sendable {
         _ = evicted  // released here, outside the lock
         for waker in wakers { waker.wake() }
         guard !unsubscribed.isEmpty else { return }
-        listeners.subtract(unsubscribed.count, ordering: .relaxed)
+        listenersLeft(unsubscribed.count)
         // Outside the lock: finishing calls the stream's onTermination, which takes it.
         for subscriber in unsubscribed { subscriber.finish() }
     }
@@ -152,7 +183,7 @@ public final class ServerEvents: Sendable {
             }
             state.readers[key] = Reader(cursor: cursor, socket: socket)
             listeners.add(1, ordering: .relaxed)
-            everListened.store(true, ordering: .relaxed)
+            keepingRequests.store(true, ordering: .relaxed)
             return Opening(reader: key, resumed: resumed, transfers: state.transfers.values.sorted { $0.id < $1.id },
                            resumable: state.resumable.values.sorted { $0.upload < $1.upload }, lastID: cursor - 1)
         }
@@ -192,7 +223,7 @@ public final class ServerEvents: Sendable {
             if reader.waker != nil { state.waiting -= 1 }
             return true
         }
-        if removed { listeners.subtract(1, ordering: .relaxed) }
+        if removed { listenersLeft(1) }
     }
 
     /// Ends every stream and subscription: the server is stopping.
@@ -352,7 +383,19 @@ public final class ServerEvents: Sendable {
             return (evicted, unsubscribed, wakers)
         }
 
-        /// The slots from id `cursor` on, about `bytes` of them.
+        /// Empties the backlog and skips an id (see `stopKeepingRequests`); returns the slots
+        /// it held, for the caller to release outside the lock.
+        mutating func forgetAll() -> [Slot?] {
+            defer {
+                slots = Array(repeating: nil, count: slots.count)
+                oldest = 0
+                count = 0
+                bytes = 0
+                nextID += 1
+            }
+            return slots
+        }
+
         /// Appends the slots from id `cursor` on to `found`, about `bytes` of them; returns
         /// how many.
         func slots(from cursor: UInt64, bytes: Int, into found: inout [Slot]) -> Int {

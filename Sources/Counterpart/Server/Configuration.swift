@@ -95,6 +95,10 @@ public struct Configuration: Sendable {
     public var objectStore: S3Configuration? = nil
     /// Events kept for `/__counterpart/events` readers that lag or reconnect with `Last-Event-ID`.
     public var eventBacklog = 4_096
+    /// How long requests are still kept as events once the last listener has gone (seconds):
+    /// a page that reloads or a stream that reconnects within it goes on without a gap. After
+    /// it the backlog is forgotten, and a server nobody watches pays nothing per request again.
+    public var requestEventGrace = 60.0
     /// What `/__counterpart/events?requests=latest` (the live page's stream) sends of the
     /// request events at most, a second (and at once, after a quiet second): above it, the
     /// newest of each batch the stream reads and a `skipped` event that counts the others.

@@ -340,6 +340,39 @@ struct EventStreamTests {
         #expect(events.first?.id == before)
     }
 
+    /// Once nobody has listened for the grace, requests are no longer kept as events (the
+    /// server pays nothing for them again), and a client that comes back with an id from
+    /// before is told it missed some: a snapshot, not a resume.
+    @Test func afterTheGraceRequestsAreNoLongerKept() throws {
+        let server = try TestServer(configure: { $0.requestEventGrace = 0.3 }, populate: { root in
+            try Data("hello".utf8).write(to: root.appendingPathComponent("a.txt"))
+        })
+        let reader = try CurlReader(server.url("/__counterpart/events"))
+        #expect(waitUntil { server.server.events.listening == 1 })
+        let first = server.server.events.nextID
+        _ = try curl([server.url("/a.txt")])
+        #expect(waitUntil { server.server.events.nextID == first + 1 })
+        Thread.sleep(forTimeInterval: 0.2)
+        let seen = try Self.parse(reader.stop()).filter { $0.name == "request" }
+        #expect(seen.map(\.id) == [first])
+        #expect(waitUntil { server.server.events.listening == 0 })
+        // Within the grace: still kept.
+        _ = try curl([server.url("/a.txt")])
+        #expect(server.server.events.nextID == first + 2)
+        Thread.sleep(forTimeInterval: 0.4)
+        // After it: the next request ends the keeping (and skips an id), those after are not kept.
+        for _ in 0..<3 { _ = try curl([server.url("/a.txt")]) }
+        #expect(server.server.journal.waitForRequests(path: "/a.txt", method: "GET").count == 5)
+        #expect(server.server.events.nextID == first + 3)
+        let back = try CurlReader(server.url("/__counterpart/events"), headers: ["Last-Event-ID: \(first)"])
+        #expect(waitUntil { server.server.events.listening == 1 })
+        Thread.sleep(forTimeInterval: 0.2)
+        let events = try Self.parse(back.stop())
+        #expect(events.first?.name == "snapshot")
+        #expect(events.first?.data["resumed"] as? Bool == false)
+        #expect(events.first?.data["lastEventId"] as? Int == Int(first))
+    }
+
     @Test(.timeLimit(.minutes(1))) func aTestAwaitsHalfAnUploadAndARuleFiredTwice() async throws {
         let server = try TestServer()
         let events = server.server.events.subscribe()
