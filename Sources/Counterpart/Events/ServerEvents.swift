@@ -90,7 +90,8 @@ public final class ServerEvents: Sendable {
         // A file sent with sendfile tells its last transfer event before its request's.
         sentFiles.end(request.head.connection, bytesSent: request.completed ? request.bodyBytes : nil)
         guard keepingRequests.load(ordering: .relaxed) else { return }
-        if listeners.load(ordering: .relaxed) == 0, Self.milliseconds() - lastLeft.load(ordering: .relaxed) >= requestGraceMilliseconds {
+        // Acquiring: the last listener's `lastLeft` is seen with its leaving.
+        if listeners.load(ordering: .acquiring) == 0, Self.milliseconds() - lastLeft.load(ordering: .relaxed) >= requestGraceMilliseconds {
             stopKeepingRequests()
             return
         }
@@ -113,7 +114,7 @@ public final class ServerEvents: Sendable {
     /// `count` listeners have gone.
     private func listenersLeft(_ count: Int) {
         lastLeft.store(Self.milliseconds(), ordering: .relaxed)
-        listeners.subtract(count, ordering: .relaxed)
+        listeners.subtract(count, ordering: .releasing)
     }
 
     private static func milliseconds() -> Int { Int(MonotonicClock.seconds() * 1_000) }
