@@ -99,9 +99,7 @@ struct EventStreamTests {
     /// counts the others and names their ids; the other events all go out, in their order.
     /// The default stream, from the same place, has every one.
     @Test func theLatestStreamSkipsTheOlderRequestsAboveItsRate() throws {
-        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 10 }, populate: { root in
-            try Data("hello".utf8).write(to: root.appendingPathComponent("a.txt"))
-        })
+        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 10 }, serving: ["a.txt": Data("hello".utf8)])
         let listener = try CurlReader(server.url("/__counterpart/events"))
         #expect(waitUntil { server.server.events.listening == 1 })
         let first = server.server.events.nextID
@@ -139,9 +137,7 @@ struct EventStreamTests {
     /// second's worth at once, then 10 a second), and each is either sent or counted in a
     /// `skipped` event.
     @Test func theLatestStreamKeepsToItsRateUnderASteadyStream() throws {
-        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 10 }, populate: { root in
-            try Data("hello".utf8).write(to: root.appendingPathComponent("a.txt"))
-        })
+        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 10 }, serving: ["a.txt": Data("hello".utf8)])
         let opened = Date()
         let reader = try CurlReader(server.url("/__counterpart/events?requests=latest"))
         #expect(waitUntil { server.server.events.listening == 1 })
@@ -152,7 +148,7 @@ struct EventStreamTests {
         let elapsed = Date().timeIntervalSince(opened)
         let events = try Self.parse(reader.stop())
         let sent = events.filter { $0.name == "request" }.count
-        let skipped = events.filter { $0.name == "skipped" }.reduce(0) { $0 + ($1.data["requests"] as? Int ?? 0) }
+        let skipped = Self.skippedRequests(in: events)
         #expect(sent + skipped == 60, "\(sent) sent, \(skipped) skipped")
         #expect(sent <= 10 + Int(elapsed * 10) + 1, "\(sent) sent in \(elapsed) s at 10 a second")
         #expect(skipped > 0)
@@ -164,9 +160,7 @@ struct EventStreamTests {
     @Test func theLatestStreamSendsAFloodInBatches() throws {
         // A rate a debug build's flood is well above, whose next request's worth (10 ms) is
         // shorter than a batch's pause.
-        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 100 }, populate: { root in
-            try Data("hello".utf8).write(to: root.appendingPathComponent("a.txt"))
-        })
+        let server = try TestServer(configure: { $0.latestRequestsPerSecond = 100 }, serving: ["a.txt": Data("hello".utf8)])
         let reader = try CurlReader(server.url("/__counterpart/events?requests=latest"))
         #expect(waitUntil { server.server.events.listening == 1 })
         let first = server.server.events.nextID
@@ -178,12 +172,17 @@ struct EventStreamTests {
         let events = try Self.parse(reader.stop())
         let batches = events.filter { $0.name == "skipped" }
         let sent = events.filter { $0.name == "request" }.count
-        let skipped = batches.reduce(0) { $0 + ($1.data["requests"] as? Int ?? 0) }
+        let skipped = Self.skippedRequests(in: events)
         #expect(sent + skipped == 4_000, "\(sent) sent, \(skipped) skipped")
         let batchPause = 25  // ms: the server's `EventsEndpoint.latestBatchPause`
         let most = Int((elapsed + 0.3) * 1_000) / batchPause + 2
         #expect(batches.count <= most, "\(batches.count) batches in \(elapsed) s")
         #expect(!batches.isEmpty, "the flood, \(4_000 / elapsed) requests a second, was not above the rate")
+    }
+
+    /// The requests the `skipped` events among `events` count.
+    static func skippedRequests(in events: [ReadEvent]) -> Int {
+        events.filter { $0.name == "skipped" }.reduce(0) { $0 + ($1.data["requests"] as? Int ?? 0) }
     }
 
     /// GETs of `url`, `times` over one connection, the bodies dropped.
@@ -344,9 +343,7 @@ struct EventStreamTests {
     /// server pays nothing for them again), and a client that comes back with an id from
     /// before is told it missed some: a snapshot, not a resume.
     @Test func afterTheGraceRequestsAreNoLongerKept() throws {
-        let server = try TestServer(configure: { $0.requestEventGrace = 0.3 }, populate: { root in
-            try Data("hello".utf8).write(to: root.appendingPathComponent("a.txt"))
-        })
+        let server = try TestServer(configure: { $0.requestEventGrace = 0.3 }, serving: ["a.txt": Data("hello".utf8)])
         let reader = try CurlReader(server.url("/__counterpart/events"))
         #expect(waitUntil { server.server.events.listening == 1 })
         let first = server.server.events.nextID

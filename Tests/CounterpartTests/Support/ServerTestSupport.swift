@@ -107,9 +107,10 @@ final class TestServer: Sendable {
 }
 
 extension TestServer {
-    /// A server whose root holds `files`, each at its slash-separated path.
-    convenience init(serving files: [String: Data]) throws {
-        try self.init(populate: { root in
+    /// A server whose root holds `files`, each at its slash-separated path (configured by
+    /// `configure`).
+    convenience init(configure: (inout Configuration) -> Void = { _ in }, serving files: [String: Data]) throws {
+        try self.init(configure: configure, populate: { root in
             for (path, data) in files { try data.write(into: root, at: path) }
         })
     }
