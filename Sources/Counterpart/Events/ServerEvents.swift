@@ -279,6 +279,9 @@ public final class ServerEvents: Sendable {
 
     private struct State: @unchecked Sendable {
         var slots: [Slot?]
+        /// Each slot's `bytes`, beside it: dropping the oldest then reads nothing of the slot
+        /// itself, which is long out of the cache, under the lock (it is released after).
+        var sizes: [Int]
         var oldest = 0
         var count = 0
         var bytes = 0
@@ -293,7 +296,10 @@ public final class ServerEvents: Sendable {
         var resumable: [String: ServerEvent.ResumableChange] = [:]
         var closed = false
 
-        init(capacity: Int) { slots = Array(repeating: nil, count: capacity) }
+        init(capacity: Int) {
+            slots = Array(repeating: nil, count: capacity)
+            sizes = Array(repeating: 0, count: capacity)
+        }
 
         /// The first id: the start's time in milliseconds times 1,000, so that a client that
         /// comes back to a restarted server with an id of the one before is not taken to have
@@ -305,8 +311,9 @@ public final class ServerEvents: Sendable {
             return (UInt64(now.tv_sec) * 1_000 + UInt64(now.tv_nsec) / 1_000_000) * 1_000
         }
 
-        /// The id of the oldest event kept (`nextID` when none is).
-        var oldestID: UInt64 { count == 0 ? nextID : slots[oldest]!.id }
+        /// The id of the oldest event kept (`nextID` when none is): the ids kept run on to
+        /// the last one given, with no gap.
+        var oldestID: UInt64 { nextID - UInt64(count) }
 
         /// What an append pushed out of the backlog, for the caller to release outside the
         /// lock: one slot when the backlog is full, more only past the byte bound (no array
@@ -335,12 +342,13 @@ public final class ServerEvents: Sendable {
             while count > 0, count == slots.count || self.bytes + slot.bytes > maxBytes {
                 let dropped = slots[oldest]!
                 slots[oldest] = nil
+                self.bytes -= sizes[oldest]
                 oldest = (oldest + 1) % slots.count
                 count -= 1
-                self.bytes -= dropped.bytes
                 if evicted.first == nil { evicted.first = dropped } else { evicted.more.append(dropped) }
             }
             slots[(oldest + count) % slots.count] = slot
+            sizes[(oldest + count) % slots.count] = slot.bytes
             count += 1
             self.bytes += slot.bytes
             if evicted.first != nil, !readers.isEmpty {
@@ -406,9 +414,9 @@ public final class ServerEvents: Sendable {
             var index = Int(cursor - first)
             let start = index
             while index < count, taken < bytes {
-                let slot = slots[(oldest + index) % slots.count]!
-                found.append(slot)
-                taken += slot.bytes
+                let place = (oldest + index) % slots.count
+                found.append(slots[place]!)
+                taken += sizes[place]
                 index += 1
             }
             return index - start

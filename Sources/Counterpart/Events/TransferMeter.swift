@@ -13,11 +13,12 @@ extension ServerEvents {
         case .receiveBody(let receiver, let interim):
             let meter = TransferMeter(self, .upload, head, total: head.contentLength)
             return .receiveBody(MeteredBodyReceiver(receiver, meter), interim: interim)
-        case .respond(var response) where head.method != "HEAD":
+        case .respond(let response) where head.method != "HEAD":
             switch response.body {
             case .stream(let length, let stream):
-                response.body = .stream(length: length, MeteredStream(stream, TransferMeter(self, .download, head, total: length)))
-                return .respond(response)
+                var metered = response  // copied only here: most responses pass as they are
+                metered.body = .stream(length: length, MeteredStream(stream, TransferMeter(self, .download, head, total: length)))
+                return .respond(metered)
             case .file(_, _, let length) where length > ResponseBody.inMemoryLimit && response.status != 204 && response.status != 304:
                 // Larger files go with sendfile (ResponseQueue); smaller ones in one write.
                 if let connection = head.connection,

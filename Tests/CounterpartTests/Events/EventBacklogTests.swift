@@ -1,0 +1,69 @@
+@testable import Counterpart
+import Testing
+
+/// The backlog behind `Last-Event-ID` and lagging readers, without a server: which ids it
+/// still holds as it drops the oldest, who resumes, and who is dropped.
+@Suite("The event backlog")
+struct EventBacklogTests {
+    static func transfer(_ index: Int) -> ServerEvent.Transfer {
+        ServerEvent.Transfer(id: index, direction: .download, method: "GET", path: "/f", bytes: UInt64(index),
+                             total: nil, bytesPerSecond: 0, ended: false)
+    }
+
+    /// The ids `reader` reads now, in order (nil once it has been dropped).
+    static func readAll(_ events: ServerEvents, _ reader: Int, bytes: Int = .max) -> [UInt64]? {
+        var slots: [ServerEvents.Slot] = []
+        var ids: [UInt64] = []
+        while true {
+            slots.removeAll(keepingCapacity: true)
+            guard events.read(reader, bytes: bytes, into: &slots) else { return nil }
+            if slots.isEmpty { return ids }
+            ids += slots.map(\.id)
+        }
+    }
+
+    @Test func aFullBacklogKeepsTheLastEventsAndResumesOnlyWhereItHoldsTheNext() throws {
+        let events = ServerEvents(backlog: 4)
+        let first = events.nextID
+        for index in 0..<10 { events.transfer(Self.transfer(index)) }
+        #expect(events.nextID == first + 10)
+
+        // Holds the last four (first + 6 ... first + 9): an id from first + 5 on resumes.
+        let resumed = try #require(events.openReader(lastEventID: first + 5, socket: nil))
+        #expect(resumed.resumed)
+        #expect(Self.readAll(events, resumed.reader) == [first + 6, first + 7, first + 8, first + 9])
+        let missed = try #require(events.openReader(lastEventID: first + 4, socket: nil))
+        #expect(!missed.resumed)
+        #expect(missed.lastID == first + 9)
+        #expect(Self.readAll(events, missed.reader) == [])
+        // The last id given, and one never given, resume with nothing to read or start afresh.
+        let caughtUp = try #require(events.openReader(lastEventID: first + 9, socket: nil))
+        #expect(caughtUp.resumed && Self.readAll(events, caughtUp.reader) == [])
+        let future = try #require(events.openReader(lastEventID: first + 10, socket: nil))
+        #expect(!future.resumed)
+    }
+
+    @Test func aReaderGetsEveryEventInOrderWhateverItsBudget() throws {
+        let events = ServerEvents(backlog: 64)
+        let reader = try #require(events.openReader(lastEventID: nil, socket: nil))
+        for index in 0..<20 { events.transfer(Self.transfer(index)) }
+        // A budget below one event's size still reads one at a time.
+        #expect(Self.readAll(events, reader.reader, bytes: 1) == (1...20).map { reader.lastID + UInt64($0) })
+    }
+
+    @Test func aReaderThatFallsBehindTheBacklogIsDroppedAndOthersGoOn() throws {
+        let events = ServerEvents(backlog: 4)
+        let lagging = try #require(events.openReader(lastEventID: nil, socket: nil))
+        let keeping = try #require(events.openReader(lastEventID: nil, socket: nil))
+        var read: [UInt64] = []
+        for index in 0..<10 {
+            events.transfer(Self.transfer(index))
+            read += try #require(Self.readAll(events, keeping.reader))
+        }
+        #expect(read == (1...10).map { keeping.lastID + UInt64($0) })
+        #expect(Self.readAll(events, lagging.reader) == nil)
+        #expect(events.listening == 2)  // until its stream ends and closes it
+        events.closeReader(lagging.reader)
+        #expect(events.listening == 1)
+    }
+}
