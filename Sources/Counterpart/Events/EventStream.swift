@@ -29,9 +29,6 @@ struct EventsEndpoint: Sendable {
     static let keepAlive: StaticString = ": keep-alive\n\n"
     /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
     static let readBytes = streamBlockSize
-    /// With `?requests=latest`, what it asks for at once (the requests' text as the journal
-    /// counts it): what is skipped costs no room in the connection's buffer.
-    static let latestReadBytes = 1 << 20
     /// With `?requests=latest`, the shortest wait once the allowance is spent (ms): a tenth
     /// of the page's redraw. Waiting only for the next request's worth (1 ms at 1,000 a
     /// second) suspended and resumed the connection a thousand times a second under a flood,
@@ -163,9 +160,14 @@ final class EventStreamBody: ResponseStream {
                         let untilNext = Int(((1 - allowance) / latestRate * 1_000).rounded(.up))
                         return .pause(.duration(.milliseconds(max(EventsEndpoint.latestBatchPause, untilNext))))
                     }
+                    // Everything since the last read: what is skipped costs no room in the
+                    // connection's buffer.
+                    guard let read = events.readLatest(reader, requests: Int(allowance), into: &queued) else { return written > 0 ? .bytes(written) : .cut }
+                    allowance -= Double(read.requests)
+                    if read.skipped > 0 { writeSkipped(read) }
+                } else {
+                    guard events.read(reader, bytes: buffer.count - written, into: &queued) else { return written > 0 ? .bytes(written) : .cut }
                 }
-                let budget = latestRate == nil ? buffer.count - written : EventsEndpoint.latestReadBytes
-                guard events.read(reader, bytes: budget, into: &queued) else { return written > 0 ? .bytes(written) : .cut }
                 if queued.isEmpty {
                     if written > 0 { break }
                     if let socket, Platform.peerHasClosed(socket) { return .cut }
@@ -178,7 +180,6 @@ final class EventStreamBody: ResponseStream {
                     continue
                 }
                 pauseMilliseconds = EventsEndpoint.shortestPause
-                if latestRate != nil { skipOlderRequests() }
             }
             // Each stream writes its own frames: a frame shared between streams cost an
             // allocation, a lock and a copy for each event, more than writing it again for a
@@ -191,42 +192,18 @@ final class EventStreamBody: ResponseStream {
         return .bytes(written)
     }
 
-    /// Of the request events just read, leaves the newest the allowance covers (one at
-    /// least: the stream reads only with a whole one), with the other events in their order;
-    /// writes a `skipped` event first that counts the rest and names their first and last
-    /// ids: the journal has them. It has no `id:`, so that a client that comes back goes on
-    /// from the last event it was sent.
-    private func skipOlderRequests() {
-        var requests = 0
-        for slot in queued where slot.stored.isRequest { requests += 1 }
-        let allowed = min(requests, Int(allowance))
-        allowance -= Double(allowed)
-        var skipping = requests - allowed
-        guard skipping > 0 else { return }
-        let skipped = skipping
-        var first: UInt64 = 0
-        var last: UInt64 = 0
-        var kept = 0
-        for index in queued.indices {
-            let slot = queued[index]
-            if skipping > 0, slot.stored.isRequest {
-                if first == 0 { first = slot.id }
-                last = slot.id
-                skipping -= 1
-                continue
-            }
-            queued[kept] = slot
-            kept += 1
-        }
-        queued.removeSubrange(kept...)
+    /// A `skipped` event for the older request events `read` left out: how many, and their
+    /// first and last ids (the journal has them). It has no `id:`, so that a client that
+    /// comes back goes on from the last event it was sent.
+    private func writeSkipped(_ read: ServerEvents.LatestRead) {
         text.raw("event: skipped\ndata: ")
         text.beginObject()
         text.key("requests")
-        text.unsigned(UInt64(skipped))
+        text.unsigned(UInt64(read.skipped))
         text.key("firstId")
-        text.unsigned(first)
+        text.unsigned(read.firstSkipped)
         text.key("lastId")
-        text.unsigned(last)
+        text.unsigned(read.lastSkipped)
         text.endObject()
         text.raw("\n\n")
     }

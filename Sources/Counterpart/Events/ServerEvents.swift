@@ -203,6 +203,33 @@ public final class ServerEvents: Sendable {
         }
     }
 
+    /// What a `?requests=latest` stream read (`readLatest`).
+    struct LatestRead {
+        /// Events passed, taken or left out.
+        var count = 0
+        /// Request events taken.
+        var requests = 0
+        /// Request events left out (the oldest of those read), and their first and last ids.
+        var skipped = 0
+        var firstSkipped: UInt64 = 0
+        var lastSkipped: UInt64 = 0
+    }
+
+    /// Like `read`, for a `?requests=latest` stream: appends every event after the reader's
+    /// last to `slots` but for the request events past the newest `requests`, which it only
+    /// counts; nil when the reader fell behind the backlog or the server is stopping. Under a
+    /// flood that leaves the lock held for a walk over a few thousand flags, where taking
+    /// every slot to skip most of them (a reference count each, on the cores that made them)
+    /// held up the requests publishing.
+    func readLatest(_ reader: Int, requests: Int, into slots: inout [Slot]) -> LatestRead? {
+        state.withLock { state in
+            guard let cursor = state.readers[reader]?.cursor, cursor != Reader.dropped, !state.closed else { return nil }
+            let read = state.latestSlots(from: cursor, requests: requests, into: &slots)
+            state.readers[reader]?.cursor = cursor + UInt64(read.count)
+            return read
+        }
+    }
+
     /// Wakes `reader`'s stream (suspended, waiting for events) with `waker` when the next
     /// event comes, or at once if one has come since it last read: a stream that has been
     /// idle starts reading again at the first event of a burst instead of after its pause
@@ -279,9 +306,12 @@ public final class ServerEvents: Sendable {
 
     private struct State: @unchecked Sendable {
         var slots: [Slot?]
-        /// Each slot's `bytes`, beside it: dropping the oldest then reads nothing of the slot
-        /// itself, which is long out of the cache, under the lock (it is released after).
+        /// Each slot's `bytes` and whether it is a request's, beside it: dropping the oldest
+        /// then reads nothing of the slot itself, long out of the cache, under the lock (it is
+        /// released after), and a `?requests=latest` stream passes over the requests it
+        /// leaves out without touching them.
         var sizes: [Int]
+        var isRequest: [Bool]
         var oldest = 0
         var count = 0
         var bytes = 0
@@ -299,6 +329,7 @@ public final class ServerEvents: Sendable {
         init(capacity: Int) {
             slots = Array(repeating: nil, count: capacity)
             sizes = Array(repeating: 0, count: capacity)
+            isRequest = Array(repeating: false, count: capacity)
         }
 
         /// The first id: the start's time in milliseconds times 1,000, so that a client that
@@ -349,6 +380,7 @@ public final class ServerEvents: Sendable {
             }
             slots[(oldest + count) % slots.count] = slot
             sizes[(oldest + count) % slots.count] = slot.bytes
+            isRequest[(oldest + count) % slots.count] = slot.stored.isRequest
             count += 1
             self.bytes += slot.bytes
             if evicted.first != nil, !readers.isEmpty {
@@ -420,6 +452,30 @@ public final class ServerEvents: Sendable {
                 index += 1
             }
             return index - start
+        }
+
+        /// Appends the slots from id `cursor` on to `found`, all but the newest `requests`
+        /// request events left out (counted, not taken: their slots are not touched).
+        func latestSlots(from cursor: UInt64, requests allowed: Int, into found: inout [Slot]) -> LatestRead {
+            let first = oldestID
+            guard cursor >= first, cursor < nextID else { return LatestRead() }
+            let start = Int(cursor - first)
+            var requests = 0
+            for index in start..<count where isRequest[(oldest + index) % slots.count] { requests += 1 }
+            var skipping = max(0, requests - allowed)
+            var read = LatestRead(count: count - start, requests: requests - skipping, skipped: skipping)
+            for index in start..<count {
+                let place = (oldest + index) % slots.count
+                if skipping > 0, isRequest[place] {
+                    let id = first + UInt64(index)
+                    if read.firstSkipped == 0 { read.firstSkipped = id }
+                    read.lastSkipped = id
+                    skipping -= 1
+                    continue
+                }
+                found.append(slots[place]!)
+            }
+            return read
         }
 
         func slots(after id: UInt64) -> [Slot] {

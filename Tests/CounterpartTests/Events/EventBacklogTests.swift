@@ -1,4 +1,5 @@
 @testable import Counterpart
+import HTTPTransfer
 import Testing
 
 /// The backlog behind `Last-Event-ID` and lagging readers, without a server: which ids it
@@ -8,6 +9,12 @@ struct EventBacklogTests {
     static func transfer(_ index: Int) -> ServerEvent.Transfer {
         ServerEvent.Transfer(id: index, direction: .download, method: "GET", path: "/f", bytes: UInt64(index),
                              total: nil, bytesPerSecond: 0, ended: false)
+    }
+
+    static func request(_ path: String) -> CompletedRequest {
+        CompletedRequest(head: RequestHead(method: "GET", path: path, query: [], version: "HTTP/1.1", headers: [], clientAddress: "127.0.0.1"),
+                         receivedAt: .now, status: 200, requestBodyBytes: 0, bodyBytes: 0, bytesSent: 0, seconds: 0,
+                         completed: true, parts: [])
     }
 
     /// The ids `reader` reads now, in order (nil once it has been dropped).
@@ -65,5 +72,35 @@ struct EventBacklogTests {
         #expect(events.listening == 2)  // until its stream ends and closes it
         events.closeReader(lagging.reader)
         #expect(events.listening == 1)
+    }
+
+    /// `?requests=latest` under a flood: every transfer event, the newest requests the
+    /// allowance covers, and the older ones counted with their first and last ids.
+    @Test func aLatestReadLeavesOutTheOlderRequestsAndKeepsTheRest() throws {
+        let events = ServerEvents(backlog: 64)
+        let reader = try #require(events.openReader(lastEventID: nil, socket: nil))
+        var kinds: [(id: UInt64, request: Bool)] = []
+        for index in 0..<12 {
+            let id = events.nextID
+            if index % 3 == 2 {
+                events.transfer(Self.transfer(index))
+            } else {
+                events.requestFinished(Self.request("/\(index)"), sequence: index, bytes: 100)
+            }
+            kinds.append((id, index % 3 != 2))
+        }
+        var slots: [ServerEvents.Slot] = []
+        let read = try #require(events.readLatest(reader.reader, requests: 3, into: &slots))
+        let requests = kinds.filter(\.request).map(\.id)  // 8 of them: the 5 oldest left out
+        #expect(read.count == 12 && read.requests == 3 && read.skipped == 5)
+        #expect(read.firstSkipped == requests[0] && read.lastSkipped == requests[4])
+        let kept = kinds.filter { !$0.request || $0.id > requests[4] }.map(\.id)
+        #expect(slots.map(\.id) == kept)
+        // Nothing new: nothing read; then one more request, with the allowance to spare.
+        slots.removeAll()
+        #expect(events.readLatest(reader.reader, requests: 3, into: &slots)?.count == 0)
+        events.requestFinished(Self.request("/last"), sequence: 12, bytes: 100)
+        let last = try #require(events.readLatest(reader.reader, requests: 3, into: &slots))
+        #expect(last.requests == 1 && last.skipped == 0 && slots.count == 1)
     }
 }

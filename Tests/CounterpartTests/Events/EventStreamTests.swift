@@ -326,7 +326,7 @@ struct EventStreamTests {
         #expect(server.server.events.nextID == before)
         let reader = try CurlReader(server.url("/__counterpart/events"))
         #expect(waitUntil { server.server.events.listening == 1 })
-        _ = try reader.stop()
+        _ = reader.stop()
         #expect(waitUntil { server.server.events.listening == 0 })
         _ = try curl([server.url("/a.txt")])
         #expect(waitUntil { server.server.events.nextID == before + 1 })
