@@ -27,8 +27,6 @@ struct EventsEndpoint: Sendable {
     static let wakeablePause = 20
     static let heartbeatSeconds = 15.0
     static let keepAlive: StaticString = ": keep-alive\n\n"
-    /// What the stream asks the backlog for at once: about one of libmicrohttpd's blocks.
-    static let readBytes = streamBlockSize
     /// With `?requests=latest`, the shortest wait once the allowance is spent (ms): a tenth
     /// of the page's redraw. Waiting only for the next request's worth (1 ms at 1,000 a
     /// second) suspended and resumed the connection a thousand times a second under a flood,

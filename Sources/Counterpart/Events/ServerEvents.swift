@@ -378,9 +378,10 @@ public final class ServerEvents: Sendable {
                 count -= 1
                 if evicted.first == nil { evicted.first = dropped } else { evicted.more.append(dropped) }
             }
-            slots[(oldest + count) % slots.count] = slot
-            sizes[(oldest + count) % slots.count] = slot.bytes
-            isRequest[(oldest + count) % slots.count] = slot.stored.isRequest
+            let place = (oldest + count) % slots.count
+            slots[place] = slot
+            sizes[place] = slot.bytes
+            isRequest[place] = slot.stored.isRequest
             count += 1
             self.bytes += slot.bytes
             if evicted.first != nil, !readers.isEmpty {
