@@ -296,21 +296,36 @@ func runCommand(_ executable: String, _ arguments: [String]) throws -> (status: 
     return (process.terminationStatus, String(decoding: text, as: UTF8.self) + errorText.wait())
 }
 
-/// Reads a pipe to its end on another thread, so that neither pipe of a process fills up.
-/// Unchecked: `data` is written once before `done` is signalled and read after waiting for it.
+/// Reads a pipe to its end on another thread, so that neither pipe of a process fills up;
+/// what has come so far can be looked at meanwhile (`soFar`).
+/// Unchecked: `data` is only touched under `lock`.
 final class BackgroundRead: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
     private var data = Data()
 
     init(_ handle: FileHandle) {
-        DispatchQueue.global().async { [self] in
-            data = handle.readDataToEndOfFile()
+        // A thread of its own: the reads block, and Dispatch's pool here grows by a thread
+        // now and then, so twenty readers on it waited seconds for their turn to begin.
+        let thread = Thread { [self] in
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                lock.withLock { data.append(chunk) }
+            }
             done.signal()
         }
+        thread.start()
     }
+
+    /// What has been read until now.
+    var soFar: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
+
+    /// The last `bytes` read until now (cheap to look at again and again, however much has come).
+    func tail(_ bytes: Int) -> String { lock.withLock { String(decoding: data.suffix(bytes), as: UTF8.self) } }
 
     func wait() -> String {
         done.wait()
-        return String(decoding: data, as: UTF8.self)
+        return soFar
     }
 }
