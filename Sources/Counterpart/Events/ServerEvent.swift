@@ -7,13 +7,15 @@ public struct ServerEvent: Sendable {
     public let id: UInt64
     let stored: Stored
 
-    /// What an event holds, as it is kept: a finished request stays as the server saw it,
-    /// and its journal entry (redacted) is made only when someone reads it.
+    /// What an event holds, as it is kept: a finished request stays as the server saw it
+    /// (the journal's own object), and its entry (redacted) is made only when someone reads
+    /// it. One reference whatever the kind (the rarer kinds are boxed), so that the backlog
+    /// moves only references under its lock.
     enum Stored: Sendable {
-        case request(CompletedRequest, sequence: Int?)
-        case transfer(Transfer)
-        case resumable(ResumableChange)
-        case rule(RuleChange)
+        case request(RequestJournal.Kept)
+        indirect case transfer(Transfer)
+        indirect case resumable(ResumableChange)
+        indirect case rule(RuleChange)
     }
 
     /// What happened.
@@ -31,7 +33,7 @@ public struct ServerEvent: Sendable {
 
     public var kind: Kind {
         switch stored {
-        case .request(let request, let sequence): return .request(RequestJournal.Entry(request, sequence: sequence ?? 0))
+        case .request(let kept): return .request(RequestJournal.Entry(kept))
         case .transfer(let transfer): return .transfer(transfer)
         case .resumable(let change): return .resumable(change)
         case .rule(let change): return .rule(change)
@@ -123,8 +125,8 @@ extension ServerEvent.Stored {
     /// The event's data: a request's as the journal writes it (`RequestJournal.writeEntry`).
     func writeData(to out: inout JSONWriter) {
         switch self {
-        case .request(let request, let sequence):
-            RequestJournal.writeEntry(of: request, sequence: sequence ?? 0, to: &out)
+        case .request(let kept):
+            RequestJournal.writeEntry(of: kept.request, sequence: kept.sequence, to: &out)
         case .transfer(let transfer):
             transfer.write(to: &out)
         case .resumable(let change):

@@ -85,8 +85,9 @@ public final class ServerEvents: Sendable {
 
     // MARK: - Publishing
 
-    /// `request` has ended; `bytes` is its text as the journal counts it (`textBytes`).
-    func requestFinished(_ request: CompletedRequest, sequence: Int?, bytes: Int) {
+    /// `request` has ended, and the journal keeps it as `kept` (nil when the journal keeps
+    /// nothing); `bytes` is its text as the journal counts it (`textBytes`).
+    func requestFinished(_ request: CompletedRequest, kept: RequestJournal.Kept?, bytes: Int) {
         // A file sent with sendfile tells its last transfer event before its request's.
         sentFiles.end(request.head.connection, bytesSent: request.completed ? request.bodyBytes : nil)
         guard keepingRequests.load(ordering: .relaxed) else { return }
@@ -95,7 +96,7 @@ public final class ServerEvents: Sendable {
             stopKeepingRequests()
             return
         }
-        publish(.request(request, sequence: sequence), bytes: bytes)
+        publish(.request(kept ?? RequestJournal.Kept(request: request, bytes: bytes)), bytes: bytes)
     }
 
     /// Nobody has listened for the grace: forgets the backlog, and skips an id, so that a
@@ -103,7 +104,7 @@ public final class ServerEvents: Sendable {
     /// (it gets a snapshot that says so); keeps no request as an event until the next
     /// listener. Under the lock, where listeners are added: one that has just come keeps it on.
     private func stopKeepingRequests() {
-        let forgotten = state.withLock { state -> [Slot?] in
+        let forgotten = state.withLock { state -> [ServerEvent.Stored?] in
             guard state.readers.isEmpty, state.subscribers.isEmpty, keepingRequests.load(ordering: .relaxed) else { return [] }
             keepingRequests.store(false, ordering: .relaxed)
             return state.forgetAll()
@@ -142,10 +143,9 @@ public final class ServerEvents: Sendable {
         case .resumable(let resumable): change = .resumable(resumable)
         case .request, .rule: change = .none
         }
-        let slot = Slot(stored, bytes: bytes)
         let (evicted, unsubscribed, wakers) = state.withLock { state -> (State.Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) in
             guard !state.closed else { return (State.Evicted(), [], []) }
-            return state.append(slot, changing: change, maxBytes: Self.backlogBytes)
+            return state.append(stored, bytes: bytes, changing: change, maxBytes: Self.backlogBytes)
         }
         _ = evicted  // released here, outside the lock
         for waker in wakers { waker.wake() }
@@ -269,19 +269,10 @@ public final class ServerEvents: Sendable {
 
     // MARK: - State
 
-    /// An event in the backlog.
-    final class Slot: @unchecked Sendable {
-        /// Given under the backlog's lock as the slot goes in, before any reader or
-        /// subscriber can see it; only read after that.
-        fileprivate(set) var id: UInt64 = 0
+    /// An event read from the backlog, with its id.
+    struct Slot {
+        let id: UInt64
         let stored: ServerEvent.Stored
-        /// What it costs to keep (a request's text, as the journal counts it).
-        let bytes: Int
-
-        init(_ stored: ServerEvent.Stored, bytes: Int) {
-            self.stored = stored
-            self.bytes = bytes
-        }
 
         var event: ServerEvent { ServerEvent(id: id, stored: stored) }
     }
@@ -305,11 +296,13 @@ public final class ServerEvents: Sendable {
     }
 
     private struct State: @unchecked Sendable {
-        var slots: [Slot?]
-        /// Each slot's `bytes` and whether it is a request's, beside it: dropping the oldest
-        /// then reads nothing of the slot itself, long out of the cache, under the lock (it is
-        /// released after), and a `?requests=latest` stream passes over the requests it
-        /// leaves out without touching them.
+        /// The events kept, a ring from `oldest`: ids run on from `oldestID`, one a place.
+        var slots: [ServerEvent.Stored?]
+        /// Each event's bytes (what it costs to keep: a request's text, as the journal counts
+        /// it) and whether it is a request's, beside it: dropping the oldest then reads
+        /// nothing of the event itself, long out of the cache, under the lock (it is released
+        /// after), and a `?requests=latest` stream passes over the requests it leaves out
+        /// without touching them.
         var sizes: [Int]
         var isRequest: [Bool]
         var oldest = 0
@@ -350,8 +343,8 @@ public final class ServerEvents: Sendable {
         /// lock: one slot when the backlog is full, more only past the byte bound (no array
         /// is made under the lock for the usual one).
         struct Evicted {
-            var first: Slot?
-            var more: [Slot] = []
+            var first: ServerEvent.Stored?
+            var more: [ServerEvent.Stored] = []
         }
 
         /// What an event changes in a new reader's snapshot: taken from the event before
@@ -362,15 +355,16 @@ public final class ServerEvents: Sendable {
             case resumable(ServerEvent.ResumableChange)
         }
 
-        /// Adds `slot` with the next id, dropping the oldest past the count or the bytes;
+        /// Adds `stored` with the next id, dropping the oldest past the count or the bytes;
         /// readers that had not read those are dropped; subscribers get it. Returns the
         /// slots dropped, the subscribers that were (for the caller to finish) and the
         /// wakers of the readers waiting for an event (for the caller to call).
-        mutating func append(_ slot: Slot, changing change: SnapshotChange, maxBytes: Int) -> (Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) {
-            slot.id = nextID
+        mutating func append(_ stored: ServerEvent.Stored, bytes: Int, changing change: SnapshotChange,
+                             maxBytes: Int) -> (Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) {
+            let id = nextID
             nextID += 1
             var evicted = Evicted()
-            while count > 0, count == slots.count || self.bytes + slot.bytes > maxBytes {
+            while count > 0, count == slots.count || self.bytes + bytes > maxBytes {
                 let dropped = slots[oldest]!
                 slots[oldest] = nil
                 self.bytes -= sizes[oldest]
@@ -379,11 +373,11 @@ public final class ServerEvents: Sendable {
                 if evicted.first == nil { evicted.first = dropped } else { evicted.more.append(dropped) }
             }
             let place = (oldest + count) % slots.count
-            slots[place] = slot
-            sizes[place] = slot.bytes
-            isRequest[place] = slot.stored.isRequest
+            slots[place] = stored
+            sizes[place] = bytes
+            isRequest[place] = stored.isRequest
             count += 1
-            self.bytes += slot.bytes
+            self.bytes += bytes
             if evicted.first != nil, !readers.isEmpty {
                 let oldestKept = oldestID
                 for (key, reader) in readers where reader.cursor < oldestKept {
@@ -393,7 +387,7 @@ public final class ServerEvents: Sendable {
             }
             var unsubscribed: [AsyncStream<ServerEvent>.Continuation] = []  // empty: no allocation
             if !subscribers.isEmpty {
-                let event = slot.event
+                let event = ServerEvent(id: id, stored: stored)
                 for (key, subscriber) in subscribers {
                     switch subscriber.yield(event) {
                     case .enqueued: break
@@ -427,7 +421,7 @@ public final class ServerEvents: Sendable {
 
         /// Empties the backlog and skips an id (see `stopKeepingRequests`); returns the slots
         /// it held, for the caller to release outside the lock.
-        mutating func forgetAll() -> [Slot?] {
+        mutating func forgetAll() -> [ServerEvent.Stored?] {
             defer {
                 slots = Array(repeating: nil, count: slots.count)
                 oldest = 0
@@ -448,7 +442,7 @@ public final class ServerEvents: Sendable {
             let start = index
             while index < count, taken < bytes {
                 let place = (oldest + index) % slots.count
-                found.append(slots[place]!)
+                found.append(Slot(id: first + UInt64(index), stored: slots[place]!))
                 taken += sizes[place]
                 index += 1
             }
@@ -474,7 +468,7 @@ public final class ServerEvents: Sendable {
                     skipping -= 1
                     continue
                 }
-                found.append(slots[place]!)
+                found.append(Slot(id: first + UInt64(index), stored: slots[place]!))
             }
             return read
         }

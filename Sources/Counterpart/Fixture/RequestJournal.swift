@@ -101,16 +101,16 @@ public final class RequestJournal: Sendable {
     /// Keeps `request`: O(1). The entry is made before the lock is taken, which is then held
     /// only to move references in and out of the ring (the oldest entries it pushes out are
     /// released after it is let go): the server's threads all pass through here.
-    /// Returns the request's sequence number (nil when the journal keeps nothing) and its
-    /// `textBytes`, which a request event counts too.
+    /// Returns what it keeps (nil when the journal keeps nothing), which the request's
+    /// event shares, and the request's `textBytes`, which that event counts too.
     @discardableResult
-    func record(_ request: CompletedRequest) -> (sequence: Int?, bytes: Int) {
+    func record(_ request: CompletedRequest) -> (kept: Kept?, bytes: Int) {
         let bytes = Self.textBytes(of: request)
         guard capacity > 0 else { return (nil, bytes) }
         let kept = Kept(request: request, bytes: bytes)
         let dropped = ring.withLock { $0.append(kept, maxBytes: maxBytes) }
         _ = dropped
-        return (kept.sequence, bytes)
+        return (kept, bytes)
     }
 
     /// The text a kept request holds, in bytes, with a little for each string's own
@@ -131,15 +131,19 @@ public final class RequestJournal: Sendable {
         return bytes
     }
 
-    /// A kept request and its place in the server's sequence (given under the ring's lock).
-    fileprivate final class Kept: @unchecked Sendable {
-        var sequence = 0
+    /// A kept request and its place in the server's sequence (0 for one the journal does
+    /// not keep). The request's event holds the same object: keeping it costs a reference,
+    /// not a copy of the request. Unchecked: `sequence` is given under the ring's lock,
+    /// before `record` returns it to anyone else.
+    final class Kept: @unchecked Sendable {
+        fileprivate(set) var sequence: Int
         let request: CompletedRequest
         let bytes: Int
 
-        init(request: CompletedRequest, bytes: Int) {
+        init(request: CompletedRequest, bytes: Int, sequence: Int = 0) {
             self.request = request
             self.bytes = bytes
+            self.sequence = sequence
         }
     }
 
@@ -195,7 +199,7 @@ public final class RequestJournal: Sendable {
 }
 
 extension RequestJournal.Entry {
-    fileprivate init(_ kept: RequestJournal.Kept) {
+    init(_ kept: RequestJournal.Kept) {
         self.init(kept.request, sequence: kept.sequence)
     }
 

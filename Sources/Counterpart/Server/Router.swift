@@ -74,7 +74,7 @@ struct Router: RequestHandler {
         let head = request.head
         if case .segments(let segments) = head.decodedPath, segments.first == ControlEndpoint.prefix {} else {
             let recorded = journal.record(request)
-            events.requestFinished(request, sequence: recorded.sequence, bytes: recorded.bytes)
+            events.requestFinished(request, kept: recorded.kept, bytes: recorded.bytes)
         }
         // Refused credentials are summed up by the gate's failure log, at most a line a
         // second: a brute-force run must not write a line per guess.

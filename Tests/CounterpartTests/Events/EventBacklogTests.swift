@@ -29,6 +29,13 @@ struct EventBacklogTests {
         }
     }
 
+    /// The backlog's places hold one reference each, whatever the kind: a request's event is
+    /// the journal's own object, and the rarer kinds are boxed.
+    @Test func anEventIsKeptAsOneReference() {
+        #expect(MemoryLayout<ServerEvent.Stored>.size == MemoryLayout<AnyObject>.size)
+        #expect(MemoryLayout<ServerEvent.Stored?>.size == MemoryLayout<AnyObject>.size)
+    }
+
     @Test func aFullBacklogKeepsTheLastEventsAndResumesOnlyWhereItHoldsTheNext() throws {
         let events = ServerEvents(backlog: 4)
         let first = events.nextID
@@ -85,7 +92,7 @@ struct EventBacklogTests {
             if index % 3 == 2 {
                 events.transfer(Self.transfer(index))
             } else {
-                events.requestFinished(Self.request("/\(index)"), sequence: index, bytes: 100)
+                events.requestFinished(Self.request("/\(index)"), kept: nil, bytes: 100)
             }
             kinds.append((id, index % 3 != 2))
         }
@@ -99,7 +106,7 @@ struct EventBacklogTests {
         // Nothing new: nothing read; then one more request, with the allowance to spare.
         slots.removeAll()
         #expect(events.readLatest(reader.reader, requests: 3, into: &slots)?.count == 0)
-        events.requestFinished(Self.request("/last"), sequence: 12, bytes: 100)
+        events.requestFinished(Self.request("/last"), kept: nil, bytes: 100)
         let last = try #require(events.readLatest(reader.reader, requests: 3, into: &slots))
         #expect(last.requests == 1 && last.skipped == 0 && slots.count == 1)
     }

@@ -76,6 +76,7 @@ struct EventJSONTests {
         let answer = try curl([server.url("/__counterpart/requests")])
         let entries = server.server.journal.requests()
         #expect(entries.count == requests.count)
+        #expect(frames.map(\.entry.sequence).sorted() == entries.map(\.sequence).sorted(), "each event has its request's place in the journal")
         let expected = JSON.object([("requests", .array(entries.map(Self.oracle)))]).bytes + [0x0A]
         #expect(Array(answer.body) == expected, "\(answer.text)")
     }
