@@ -339,6 +339,12 @@ public final class ServerEvents: Sendable {
         /// the last one given, with no gap.
         var oldestID: UInt64 { nextID - UInt64(count) }
 
+        /// Where in the ring the `index`th event kept (from the oldest) is.
+        func place(_ index: Int) -> Int { (oldest + index) % slots.count }
+
+        /// The `index`th event kept, with its id.
+        func slot(_ index: Int) -> Slot { Slot(id: oldestID + UInt64(index), stored: slots[place(index)]!) }
+
         /// What an append pushed out of the backlog, for the caller to release outside the
         /// lock: one slot when the backlog is full, more only past the byte bound (no array
         /// is made under the lock for the usual one).
@@ -372,10 +378,10 @@ public final class ServerEvents: Sendable {
                 count -= 1
                 if evicted.first == nil { evicted.first = dropped } else { evicted.more.append(dropped) }
             }
-            let place = (oldest + count) % slots.count
-            slots[place] = stored
-            sizes[place] = bytes
-            isRequest[place] = stored.isRequest
+            let newest = place(count)
+            slots[newest] = stored
+            sizes[newest] = bytes
+            isRequest[newest] = stored.isRequest
             count += 1
             self.bytes += bytes
             if evicted.first != nil, !readers.isEmpty {
@@ -441,9 +447,8 @@ public final class ServerEvents: Sendable {
             var index = Int(cursor - first)
             let start = index
             while index < count, taken < bytes {
-                let place = (oldest + index) % slots.count
-                found.append(Slot(id: first + UInt64(index), stored: slots[place]!))
-                taken += sizes[place]
+                found.append(slot(index))
+                taken += sizes[place(index)]
                 index += 1
             }
             return index - start
@@ -456,19 +461,18 @@ public final class ServerEvents: Sendable {
             guard cursor >= first, cursor < nextID else { return LatestRead() }
             let start = Int(cursor - first)
             var requests = 0
-            for index in start..<count where isRequest[(oldest + index) % slots.count] { requests += 1 }
+            for index in start..<count where isRequest[place(index)] { requests += 1 }
             var skipping = max(0, requests - allowed)
             var read = LatestRead(count: count - start, requests: requests - skipping, skipped: skipping)
             for index in start..<count {
-                let place = (oldest + index) % slots.count
-                if skipping > 0, isRequest[place] {
+                if skipping > 0, isRequest[place(index)] {
                     let id = first + UInt64(index)
                     if read.firstSkipped == 0 { read.firstSkipped = id }
                     read.lastSkipped = id
                     skipping -= 1
                     continue
                 }
-                found.append(Slot(id: first + UInt64(index), stored: slots[place]!))
+                found.append(slot(index))
             }
             return read
         }

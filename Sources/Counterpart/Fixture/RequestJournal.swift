@@ -136,14 +136,13 @@ public final class RequestJournal: Sendable {
     /// not a copy of the request. Unchecked: `sequence` is given under the ring's lock,
     /// before `record` returns it to anyone else.
     final class Kept: @unchecked Sendable {
-        fileprivate(set) var sequence: Int
+        fileprivate(set) var sequence = 0
         let request: CompletedRequest
         let bytes: Int
 
-        init(request: CompletedRequest, bytes: Int, sequence: Int = 0) {
+        init(request: CompletedRequest, bytes: Int) {
             self.request = request
             self.bytes = bytes
-            self.sequence = sequence
         }
     }
 
