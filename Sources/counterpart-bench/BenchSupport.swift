@@ -55,7 +55,8 @@ struct BenchOptions {
     /// `/__counterpart/events` throughout (as the live page does), beside the same server
     /// without one.
     var eventsReader = false
-    /// What the events reader asks for: `latest` (the live page's stream) or `all`.
+    /// What the events reader asks for: `latest` (the live page's stream) or `all`; `none`
+    /// attaches no reader (a control: how the bench judges two of the same server).
     var eventsReaderRequests = "latest"
     /// A second Counterpart binary (an earlier build) measured beside the current one in
     /// the server sections' line-ups, with the same flags; nil: none.
@@ -64,7 +65,7 @@ struct BenchOptions {
     static let usage = """
         usage: counterpart-bench [--only SUITE[/SECTION][,…]] [--filter KEY[,…]] [--runs N] [--quick] [--list]
                                  [--duration SECONDS] [--nginx-workers N|auto] [--json PATH] [--peers DIR]
-                                 [--events-reader] [--baseline PATH]
+                                 [--events-reader[=latest|all|none]] [--baseline PATH]
 
           --only     run only these suites or sections (e.g. --only parsers, --only server/small,scaling)
           --filter   run only the benchmarks whose key contains one of these strings
@@ -77,12 +78,13 @@ struct BenchOptions {
           --json     where the machine-readable summary is written (default .build/bench/summary.json)
           --peers    the folder of the compiled C peers (default .build/bench/bin; make bench builds them
                      from bench/peers/*.c with gcc -O2 -lmicrohttpd)
-          --events-reader[=all]  in server/small and server/upload, measure Counterpart a second time with a
+          --events-reader[=…]  in server/small and server/upload, measure Counterpart a second time with a
                      client reading GET /__counterpart/events?requests=latest all along (the live page's stream), and
-                     a third time as its twin (the same again, no reader), in the same run; the reader is within the
-                     noise unless, round by round against the twin, Wilcoxon's signed-rank test puts the chance of
-                     two of the same differing so below 5 % (5 runs at least); =all reads ?requests=all instead
-                     (every request, as curl -N does)
+                     a third time as its twin (the same again, no reader), in the same run, the two started afresh
+                     before every round, each first in turn; the reader is within the noise unless, round by round
+                     against the twin, Wilcoxon's signed-rank test puts the chance of two of the same differing so
+                     below 5 % (5 runs at least); =all reads ?requests=all instead (every request, as curl -N does);
+                     =none attaches no reader: a control, two of the same
           --baseline PATH  another counterpart binary (e.g. a release build of an earlier commit): in server/small,
                      range-rate, upload, download and ranges, each Counterpart row is measured a second time from it,
                      started with the same flags ("(baseline)" rows), and the ratios current / baseline are printed
@@ -143,7 +145,7 @@ struct BenchOptions {
             case "--events-reader":
                 options.eventsReader = true
                 if let inline {
-                    guard inline == "latest" || inline == "all" else { fail("--events-reader takes latest (the default) or all") }
+                    guard ["latest", "all", "none"].contains(inline) else { fail("--events-reader takes latest (the default), all or none") }
                     options.eventsReaderRequests = inline
                 }
             case "--baseline":

@@ -83,10 +83,14 @@ final class EventsReader: Sendable {
     /// No more reconnecting: the server is about to stop.
     func stop() { stopped.store(true, ordering: .relaxed) }
 
-    var summary: String {
-        let megabytes = Double(bytes.load(ordering: .relaxed)) / 1e6
-        let dropped = drops.load(ordering: .relaxed)
-        return "the events reader (requests=\(requests)) read \(events.load(ordering: .relaxed)) events (\(String(format: "%.1f", megabytes)) MB)"
+    /// What `readers` (one server's, one after another) read together.
+    static func summary(of readers: [EventsReader]) -> String {
+        guard let requests = readers.first?.requests else { return "no events reader" }
+        let megabytes = Double(readers.reduce(0) { $0 + $1.bytes.load(ordering: .relaxed) }) / 1e6
+        let events = readers.reduce(0) { $0 + $1.events.load(ordering: .relaxed) }
+        let dropped = readers.reduce(0) { $0 + $1.drops.load(ordering: .relaxed) }
+        return "the events reader\(readers.count > 1 ? "s" : "") (requests=\(requests)\(readers.count > 1 ? ", one for each of the server's \(readers.count) processes" : ""))"
+            + " read \(events) events (\(String(format: "%.1f", megabytes)) MB)"
             + (dropped == 0 ? ", never dropped" : "; dropped \(dropped) time\(dropped == 1 ? "" : "s") for falling behind the backlog, back each time 2 s later with Last-Event-ID")
     }
 }

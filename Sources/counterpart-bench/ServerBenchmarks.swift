@@ -499,7 +499,8 @@ final class ServerBench {
     private func label(_ spec: ServerSpec) -> String {
         switch spec {
         case .counterpart(let threads, let sync, let memory, let reader, let baseline, let twin):
-            let flags = ServerSpec.flagsText(sync: sync, memory: memory) + (reader ? ", an events reader attached (requests=\(eventsReaderRequests))" : "")
+            let flags = ServerSpec.flagsText(sync: sync, memory: memory) + (!reader ? "" : eventsReaderRequests == "none" ? ", in the reader's place with no reader (a control)"
+                                                                              : ", an events reader attached (requests=\(eventsReaderRequests))")
                 + (baseline ? " (baseline)" : "") + (twin ? " (twin: the same again, no reader)" : "")
             switch threads {
             case nil: return "Counterpart" + flags
@@ -532,7 +533,7 @@ final class ServerBench {
                     binary: binary, threads: threads, sync: sync, memory: memory, extra: counterpartExtra, label: label(spec),
                     root: fixture.root, folder: folder, eventsReader: reader, baseline: baseline, twin: twin)
                 servers.append(server)
-                if reader { server.eventsReader = try EventsReader(port: server.port, requests: eventsReaderRequests) }
+                if reader { try attachEventsReader(server) }
             case .nginx(let workers):
                 guard let nginx else {
                     missing.append("\(label(spec)): nginx is not installed")
@@ -624,9 +625,9 @@ final class ServerBench {
         for (server, result) in zip(servers, results) {
             if let failure = result.failure { print("  \(server.label): FAILED: \(failure)") }
             for note in result.notes { print("  \(server.label): \(note)") }
-            if let reader = server.eventsReader {
-                reader.stop()
-                print("  \(server.label): \(reader.summary)")
+            if !server.eventsReaders.isEmpty {
+                server.eventsReaders.last?.stop()
+                print("  \(server.label): \(EventsReader.summary(of: server.eventsReaders))")
             }
         }
         if let ddFailure { print("  dd: FAILED: \(ddFailure)") }
@@ -726,7 +727,8 @@ final class ServerBench {
     /// With `--events-reader`: whether a reader of the events leaves Counterpart within its
     /// noise. The noise is measured in the same run, not assumed: the twin (the same server
     /// again, no reader) is measured in every round as the reader's server is, at the other
-    /// end of the order (`lineup`), so that both meet the machine alike. Round by round, the
+    /// end of the order (`lineup`), so that both meet the machine alike, and both start afresh
+    /// before every round, each first in turn (`restartReaderPair`). Round by round, the
     /// reader's figure over the twin's is what the reader costs plus the noise; Wilcoxon's
     /// signed-rank test says how likely two of the same server were to differ that way by
     /// chance. Within the noise unless that is below 5 %. The ratios over Counterpart without
@@ -918,6 +920,14 @@ final class ServerBench {
     ) -> [MeasureResult] {
         var results = servers.map { _ in MeasureResult() }
         for run in 0...options.runs {
+            if run > 0, options.eventsReader, let pair = readerPair(measure, servers: servers),
+               pair.allSatisfy({ results[$0].failure == nil }) {
+                do {
+                    try restartReaderPair(pair.map { servers[$0] }, round: run, measure: measure, fixture: fixture)
+                } catch {
+                    for index in pair { results[index].failure = "restarting it for run \(run): \(error)" }
+                }
+            }
             let order = run % 2 == 0 ? Array(servers.indices) : servers.indices.reversed()
             for index in order where results[index].failure == nil {
                 let server = servers[index]
@@ -953,6 +963,41 @@ final class ServerBench {
             eachRound?(run)
         }
         return results
+    }
+
+    /// The places in `servers` of the reader's server and its twin, with `--events-reader`.
+    private func readerPair(_ measure: ServerMeasure, servers: [ServerUnderTest]) -> [Int]? {
+        guard let (_, readerSpec, twinSpec) = measure.readerComparison,
+              let reader = servers.firstIndex(where: { $0.spec == readerSpec }),
+              let twin = servers.firstIndex(where: { $0.spec == twinSpec }) else { return nil }
+        return [reader, twin]
+    }
+
+    /// Before each timed round with `--events-reader`, the reader's server and its twin
+    /// (`pair`) start afresh, each first in turn, and the reader attaches again: the two are
+    /// compared round by round, and a difference between two processes that lasts as long as
+    /// they do (where each one's memory and threads fell; which one started first) is then
+    /// drawn anew each round instead of weighing on every round alike.
+    private func restartReaderPair(_ pair: [ServerUnderTest], round: Int, measure: ServerMeasure, fixture: ServerFixture) throws {
+        for server in round % 2 == 0 ? pair : pair.reversed() {
+            printError("  [server/\(measure.key)] \(server.label): starting afresh for run \(round)…")
+            try server.restart()
+        }
+        for server in pair {
+            if case .counterpart(_, _, _, true, _, _) = server.spec { try attachEventsReader(server) }
+            try checkServes(server, fixture: fixture)
+            // A fresh process's first requests fault its memory in: a second of them, as the
+            // warm-up round gives every server two (the upload row's 1 GiB dwarfs them).
+            if measure == .small {
+                _ = try wrkRate(server, path: "/" + ServerFixture.smallName, range: nil, fixture: fixture, seconds: 1)
+            }
+        }
+    }
+
+    /// Attaches a client reading `server`'s events (none with `--events-reader=none`).
+    private func attachEventsReader(_ server: ServerUnderTest) throws {
+        guard eventsReaderRequests != "none" else { return }
+        server.eventsReaders.append(try EventsReader(port: server.port, requests: eventsReaderRequests))
     }
 
     private func measureOnce(

@@ -76,30 +76,59 @@ enum ServerSpec: Hashable {
 final class ServerUnderTest {
     let spec: ServerSpec
     let label: String
-    let port: UInt16
+    private(set) var port: UInt16
     /// Where uploads end up: Counterpart's uploads folder, nginx's client_body_temp_path,
     /// the C peer's uploads folder.
     let storeFolder: String
     let logPath: String
-    /// The client reading `/__counterpart/events`, for a spec with `eventsReader`.
-    var eventsReader: EventsReader?
-    private let process: SessionProcess
-    private let outputPipe: Pipe?
+    /// The clients that have read `/__counterpart/events`, for a spec with `eventsReader`:
+    /// one for each process the server has been (`restart`), the last one reading now.
+    var eventsReaders: [EventsReader] = []
+    private var process: SessionProcess
+    private var outputPipe: Pipe?
     private var stopped = false
+    /// Starts the same server again, for `restart`; nil for one that cannot be.
+    private var relaunch: (() throws -> Launched)?
+
+    /// A server process just started, and the port it listens on.
+    private struct Launched {
+        let process: SessionProcess
+        let port: UInt16
+        let outputPipe: Pipe?
+    }
 
     var isCounterpart: Bool { spec.isCounterpart }
     var pid: Int32 { process.pid }
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
-    private init(spec: ServerSpec, label: String, port: UInt16, storeFolder: String, logPath: String,
-                 process: SessionProcess, outputPipe: Pipe?) {
+    private init(spec: ServerSpec, label: String, launched: Launched, storeFolder: String, logPath: String,
+                 relaunch: (() throws -> Launched)? = nil) {
         self.spec = spec
         self.label = label
-        self.port = port
+        port = launched.port
         self.storeFolder = storeFolder
         self.logPath = logPath
-        self.process = process
-        self.outputPipe = outputPipe
+        process = launched.process
+        outputPipe = launched.outputPipe
+        self.relaunch = relaunch
+    }
+
+    /// Stops the server and starts the same again: a fresh process, on a new port. Its
+    /// events reader, if any, stops first; the caller attaches a new one.
+    func restart() throws {
+        guard let relaunch, !stopped else { throw BenchFailure("\(label) cannot be restarted") }
+        eventsReaders.last?.stop()
+        Self.stop(process, label: label, graceSeconds: 10)
+        try? outputPipe?.fileHandleForReading.close()
+        do {
+            let launched = try relaunch()
+            process = launched.process
+            port = launched.port
+            outputPipe = launched.outputPipe
+        } catch {
+            stopped = true
+            throw error
+        }
     }
 
     /// The processes whose peak memory is the server's: the process itself, or nginx's
@@ -160,16 +189,23 @@ final class ServerUnderTest {
     private static func startListening(
         spec: ServerSpec, binary: String, arguments: [String], label: String, folder: String, storeFolder: String
     ) throws -> ServerUnderTest {
-        try FileManager.default.createDirectory(atPath: storeFolder, withIntermediateDirectories: true)
         let logPath = folder + "/\(spec.key).log"
+        let launch = { try launchListening(binary: binary, arguments: arguments, label: label, logPath: logPath, storeFolder: storeFolder) }
+        return ServerUnderTest(spec: spec, label: label, launched: try launch(), storeFolder: storeFolder, logPath: logPath, relaunch: launch)
+    }
+
+    private static func launchListening(
+        binary: String, arguments: [String], label: String, logPath: String, storeFolder: String
+    ) throws -> Launched {
+        try FileManager.default.createDirectory(atPath: storeFolder, withIntermediateDirectories: true)
         guard FileManager.default.createFile(atPath: logPath, contents: nil) else { throw BenchFailure("cannot create \(logPath)") }
         let output = Pipe()
         let process = try SessionProcess(binary, arguments, output: output.fileHandleForWriting.fileDescriptor, errorPath: logPath)
         // The child holds its own copy: the line below then ends at EOF if the server exits.
         try? output.fileHandleForWriting.close()
         CleanupRegistry.shared.add(process: process.pid, stopSignal: SIGTERM)
-        var server: ServerUnderTest? = nil
-        defer { if server == nil { stop(process, label: label, graceSeconds: 0) } }
+        var launched: Launched? = nil
+        defer { if launched == nil { stop(process, label: label, graceSeconds: 0) } }
 
         let line = readLine(from: output.fileHandleForReading.fileDescriptor, seconds: 15)
         guard let line, line.hasPrefix("listening on "), let colon = line.lastIndex(of: ":"),
@@ -180,9 +216,8 @@ final class ServerUnderTest {
             throw BenchFailure("\(label) did not start (first line: \(line.map { "\"\($0)\"" } ?? "none")"
                 + (status.map { ", exit status \($0)" } ?? "") + "); stderr: \(log.prefix(400))")
         }
-        server = ServerUnderTest(spec: spec, label: label, port: port, storeFolder: storeFolder, logPath: logPath,
-                                 process: process, outputPipe: output)
-        return server!
+        launched = Launched(process: process, port: port, outputPipe: output)
+        return launched!
     }
 
     /// Starts nginx with a configuration of its own in `folder`, on a free loopback port.
@@ -204,8 +239,8 @@ final class ServerUnderTest {
             let deadline = monotonicNanoseconds() + 10_000_000_000
             while process.isRunning, !LoopbackPort.accepts(port), monotonicNanoseconds() < deadline { usleep(10_000) }
             if process.isRunning, LoopbackPort.accepts(port) {
-                return ServerUnderTest(spec: .nginx(workers: workers), label: label, port: port, storeFolder: folder + "/body",
-                                       logPath: logPath, process: process, outputPipe: nil)
+                return ServerUnderTest(spec: .nginx(workers: workers), label: label, launched: Launched(process: process, port: port, outputPipe: nil),
+                                       storeFolder: folder + "/body", logPath: logPath)
             }
             stop(process, label: label, graceSeconds: 0)
             lastProblem = MachineContext.readTextFile(logPath) ?? "no error log"
