@@ -741,6 +741,7 @@ final class ServerBench {
         guard let plain = result(plainSpec), let reader = result(readerSpec), let twin = result(twinSpec) else { return }
         let section = "server/\(measure.key)"
         print("  An events reader's cost, round by round (each round's figures divided), median [min–max]:")
+        let readerName = eventsReaderRequests == "none" ? "Counterpart in the reader's place (no reader)" : readerSpec.shortName
         /// `over` divided by `under`, round by round; nil unless every round of both was measured.
         func roundRatios(_ over: Samples, _ under: Samples) -> Samples? {
             guard over.values.count == under.values.count, !under.isEmpty else { return nil }
@@ -758,9 +759,9 @@ final class ServerBench {
                 print("    \(unit): not every round was measured; no comparison")
                 continue
             }
-            print("    \(readerSpec.shortName) / \(plainSpec.shortName), \(unit): \(text(overPlain))")
+            print("    \(readerName) / \(plainSpec.shortName), \(unit): \(text(overPlain))")
             print("    \(twinSpec.shortName) / \(plainSpec.shortName), \(unit): \(text(twinOverPlain))")
-            let name = "\(readerSpec.shortName) / \(twinSpec.shortName), \(unit), round by round"
+            let name = "\(readerName) / \(twinSpec.shortName), \(unit), round by round"
             // Worse with the reader: a lower rate, or more CPU per unit of work.
             let worse = overTwin.values.map { higherIsBetter ? -log($0) : log($0) }
             guard let chance = SignedRank.oneSidedChance(worse) else {
@@ -772,7 +773,7 @@ final class ServerBench {
                 + "below \(format(SignedRank.significance, decimals: 2)) it is not noise)"
             print("    \(name): \(text(overTwin))")
             print("    \(verdict): \(passes ? "PASS" : "BELOW")")
-            context.record(RatioRecord(section: section, name: "\(readerSpec.shortName) / \(plainSpec.shortName), \(unit), round by round",
+            context.record(RatioRecord(section: section, name: "\(readerName) / \(plainSpec.shortName), \(unit), round by round",
                                        ratio: overPlain.median, target: nil, passes: nil))
             context.record(RatioRecord(section: section, name: "\(twinSpec.shortName) / \(plainSpec.shortName), \(unit), round by round",
                                        ratio: twinOverPlain.median, target: nil, passes: nil))
