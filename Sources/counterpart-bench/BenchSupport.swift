@@ -58,6 +58,9 @@ struct BenchOptions {
     /// What the events reader asks for: `latest` (the live page's stream) or `all`; `none`
     /// attaches no reader (a control: how the bench judges two of the same server).
     var eventsReaderRequests = "latest"
+    /// Keep the reader's server and its twin for the whole run instead of starting them
+    /// afresh before every round, as the bench did before: to reproduce earlier figures.
+    var keepProcesses = false
     /// A second Counterpart binary (an earlier build) measured beside the current one in
     /// the server sections' line-ups, with the same flags; nil: none.
     var baselinePath: String?
@@ -65,7 +68,7 @@ struct BenchOptions {
     static let usage = """
         usage: counterpart-bench [--only SUITE[/SECTION][,…]] [--filter KEY[,…]] [--runs N] [--quick] [--list]
                                  [--duration SECONDS] [--nginx-workers N|auto] [--json PATH] [--peers DIR]
-                                 [--events-reader[=latest|all|none]] [--baseline PATH]
+                                 [--events-reader[=latest|all|none]] [--keep-processes] [--baseline PATH]
 
           --only     run only these suites or sections (e.g. --only parsers, --only server/small,scaling)
           --filter   run only the benchmarks whose key contains one of these strings
@@ -85,6 +88,8 @@ struct BenchOptions {
                      against the twin, Wilcoxon's signed-rank test puts the chance of two of the same differing so
                      below 5 % (5 runs at least); =all reads ?requests=all instead (every request, as curl -N does);
                      =none attaches no reader: a control, two of the same
+          --keep-processes  with --events-reader, keep the reader's server and its twin for the whole run, as the
+                     bench did before it started them afresh each round (to reproduce earlier figures)
           --baseline PATH  another counterpart binary (e.g. a release build of an earlier commit): in server/small,
                      range-rate, upload, download and ranges, each Counterpart row is measured a second time from it,
                      started with the same flags ("(baseline)" rows), and the ratios current / baseline are printed
@@ -148,6 +153,8 @@ struct BenchOptions {
                     guard ["latest", "all", "none"].contains(inline) else { fail("--events-reader takes latest (the default), all or none") }
                     options.eventsReaderRequests = inline
                 }
+            case "--keep-processes":
+                options.keepProcesses = true
             case "--baseline":
                 let path = value(of: flag, inline: inline)
                 guard access(path, X_OK) == 0 else { fail("--baseline \(path) is not an executable file") }

@@ -921,7 +921,7 @@ final class ServerBench {
     ) -> [MeasureResult] {
         var results = servers.map { _ in MeasureResult() }
         for run in 0...options.runs {
-            if run > 0, options.eventsReader, let pair = readerPair(measure, servers: servers),
+            if run > 0, options.eventsReader, !options.keepProcesses, let pair = readerPair(measure, servers: servers),
                pair.allSatisfy({ results[$0].failure == nil }) {
                 do {
                     try restartReaderPair(pair.map { servers[$0] }, round: run, measure: measure, fixture: fixture)
