@@ -88,7 +88,7 @@ final class ServerUnderTest {
     private var outputPipe: Pipe?
     private var stopped = false
     /// Starts the same server again, for `restart`; nil for one that cannot be.
-    private var relaunch: (() throws -> Launched)?
+    private let relaunch: (() throws -> Launched)?
 
     /// A server process just started, and the port it listens on.
     private struct Launched {
