@@ -921,12 +921,12 @@ final class ServerBench {
     ) -> [MeasureResult] {
         var results = servers.map { _ in MeasureResult() }
         for run in 0...options.runs {
-            if run > 0, options.eventsReader, !options.keepProcesses, let pair = readerPair(measure, servers: servers),
-               pair.allSatisfy({ results[$0].failure == nil }) {
+            if run > 0, options.eventsReader, !options.keepProcesses, let (reader, twin) = readerPair(measure, servers: servers),
+               results[reader].failure == nil, results[twin].failure == nil {
                 do {
-                    try restartReaderPair(pair.map { servers[$0] }, round: run, measure: measure, fixture: fixture)
+                    try restartReaderPair(reader: servers[reader], twin: servers[twin], round: run, measure: measure, fixture: fixture)
                 } catch {
-                    for index in pair { results[index].failure = "restarting it for run \(run): \(error)" }
+                    for index in [reader, twin] { results[index].failure = "restarting it for run \(run): \(error)" }
                 }
             }
             let order = run % 2 == 0 ? Array(servers.indices) : servers.indices.reversed()
@@ -967,25 +967,26 @@ final class ServerBench {
     }
 
     /// The places in `servers` of the reader's server and its twin, with `--events-reader`.
-    private func readerPair(_ measure: ServerMeasure, servers: [ServerUnderTest]) -> [Int]? {
+    private func readerPair(_ measure: ServerMeasure, servers: [ServerUnderTest]) -> (reader: Int, twin: Int)? {
         guard let (_, readerSpec, twinSpec) = measure.readerComparison,
               let reader = servers.firstIndex(where: { $0.spec == readerSpec }),
               let twin = servers.firstIndex(where: { $0.spec == twinSpec }) else { return nil }
-        return [reader, twin]
+        return (reader, twin)
     }
 
     /// Before each timed round with `--events-reader`, the reader's server and its twin
-    /// (`pair`) start afresh, each first in turn, and the reader attaches again: the two are
-    /// compared round by round, and a difference between two processes that lasts as long as
-    /// they do (where each one's memory and threads fell; which one started first) is then
-    /// drawn anew each round instead of weighing on every round alike.
-    private func restartReaderPair(_ pair: [ServerUnderTest], round: Int, measure: ServerMeasure, fixture: ServerFixture) throws {
-        for server in round % 2 == 0 ? pair : pair.reversed() {
+    /// start afresh, each first in turn, and the reader attaches again: the two are compared
+    /// round by round, and a difference between two processes that lasts as long as they do
+    /// (where each one's memory and threads fell; which one started first) is then drawn
+    /// anew each round instead of weighing on every round alike.
+    private func restartReaderPair(reader: ServerUnderTest, twin: ServerUnderTest, round: Int, measure: ServerMeasure,
+                                   fixture: ServerFixture) throws {
+        for server in round % 2 == 0 ? [reader, twin] : [twin, reader] {
             printError("  [server/\(measure.key)] \(server.label): starting afresh for run \(round)…")
             try server.restart()
         }
-        for server in pair {
-            if case .counterpart(_, _, _, true, _, _) = server.spec { try attachEventsReader(server) }
+        try attachEventsReader(reader)
+        for server in [reader, twin] {
             try checkServes(server, fixture: fixture)
             // A fresh process's first requests fault its memory in: a second of them, as the
             // warm-up round gives every server two (the upload row's 1 GiB dwarfs them).

@@ -118,17 +118,12 @@ final class ServerUnderTest {
     func restart() throws {
         guard let relaunch, !stopped else { throw BenchFailure("\(label) cannot be restarted") }
         eventsReaders.last?.stop()
-        Self.stop(process, label: label, graceSeconds: 10)
-        try? outputPipe?.fileHandleForReading.close()
-        do {
-            let launched = try relaunch()
-            process = launched.process
-            port = launched.port
-            outputPipe = launched.outputPipe
-        } catch {
-            stopped = true
-            throw error
-        }
+        stop()
+        let launched = try relaunch()  // stopped it stays if this fails
+        process = launched.process
+        port = launched.port
+        outputPipe = launched.outputPipe
+        stopped = false
     }
 
     /// The processes whose peak memory is the server's: the process itself, or nginx's
