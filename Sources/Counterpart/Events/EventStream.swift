@@ -27,11 +27,13 @@ struct EventsEndpoint: Sendable {
     static let wakeablePause = 20
     static let heartbeatSeconds = 15.0
     static let keepAlive: StaticString = ": keep-alive\n\n"
-    /// With `?requests=latest`, the shortest wait once the allowance is spent (ms): a tenth
-    /// of the page's redraw. Waiting only for the next request's worth (1 ms at 1,000 a
+    /// With `?requests=latest`, the shortest wait (ms), once the allowance is spent too: a
+    /// tenth of the page's redraw. Waiting only for the next request's worth (1 ms at 1,000 a
     /// second) suspended and resumed the connection a thousand times a second under a flood,
-    /// to send one request each time.
+    /// to send one request each time. Such a stream is woken by the next event from 100 ms
+    /// (`latestWakeablePause`) on, after 75 ms of quiet.
     static let latestBatchPause = 25
+    static let latestWakeablePause = 100
 
     func respond(to head: RequestHead) -> Response {
         guard head.method == "GET" || head.method == "HEAD" else {
@@ -44,8 +46,9 @@ struct EventsEndpoint: Sendable {
             HTTPField(name: "X-Accel-Buffering", value: "no"),
         ]
         // `requests=latest` (the live page): under a flood of requests only the newest of
-        // each batch, so that a page open costs the server next to nothing per request (the
-        // cost of an event is in writing and sending it; keeping it in the backlog is small).
+        // each batch, and while no `requests=all` stream listens the server keeps no more
+        // requests as events than the rate (`ServerEvents.everyRequestListeners`), so that a
+        // page open costs the server next to nothing per request.
         let latest: Bool
         let mode = head.queryArgument("requests")
         switch mode {
@@ -56,7 +59,7 @@ struct EventsEndpoint: Sendable {
         }
         guard head.method == "GET" else { return Response(status: 200, headers: headers) }
         let lastEventID = head.header("Last-Event-ID").flatMap { UInt64(ASCII.trimmed($0).description) }
-        guard let opening = events.openReader(lastEventID: lastEventID, socket: head.connection?.socket) else {
+        guard let opening = events.openReader(lastEventID: lastEventID, socket: head.connection?.socket, everyRequest: !latest) else {
             return Response.error(503, "the server is stopping")
         }
         var preamble = JSONWriter(capacity: 1024)
@@ -110,7 +113,11 @@ final class EventStreamBody: ResponseStream {
     private var queued: [ServerEvents.Slot] = []
     private var next = 0
     private var lastWrite = MonotonicClock.seconds()
-    private var pauseMilliseconds = EventsEndpoint.shortestPause
+    /// The pauses while no event comes: from `shortestPause`, doubling up to
+    /// `EventsEndpoint.longestPause`; from `wakeablePause` on the next event ends them.
+    private let shortestPause: Int
+    private let wakeablePause: Int
+    private var pauseMilliseconds: Int
     /// Whether the pause just asked for is long enough for the next event to end it.
     private var wakeable = false
     /// `?requests=latest`: the request events it writes at most, a second; nil for all.
@@ -126,6 +133,9 @@ final class EventStreamBody: ResponseStream {
         // One at least; at most a billion: the allowance is counted in a Double and read as an Int.
         latestRate = latestRequestsPerSecond.map { Double(min(max($0, 1), 1_000_000_000)) }
         allowance = latestRate ?? 0
+        shortestPause = latestRate == nil ? EventsEndpoint.shortestPause : EventsEndpoint.latestBatchPause
+        wakeablePause = latestRate == nil ? EventsEndpoint.wakeablePause : EventsEndpoint.latestWakeablePause
+        pauseMilliseconds = shortestPause
         text = preamble
         queued.reserveCapacity(256)
     }
@@ -167,17 +177,18 @@ final class EventStreamBody: ResponseStream {
                     guard events.read(reader, bytes: buffer.count - written, into: &queued) else { return written > 0 ? .bytes(written) : .cut }
                 }
                 if queued.isEmpty {
+                    if text.written > 0 { continue }  // a `skipped` event alone
                     if written > 0 { break }
                     if let socket, Platform.peerHasClosed(socket) { return .cut }
                     guard MonotonicClock.seconds() - lastWrite >= EventsEndpoint.heartbeatSeconds else {
-                        wakeable = pauseMilliseconds >= EventsEndpoint.wakeablePause
+                        wakeable = pauseMilliseconds >= wakeablePause
                         defer { pauseMilliseconds = min(2 * pauseMilliseconds, EventsEndpoint.longestPause) }
                         return .pause(.duration(.milliseconds(pauseMilliseconds)))
                     }
                     text.raw(EventsEndpoint.keepAlive)
                     continue
                 }
-                pauseMilliseconds = EventsEndpoint.shortestPause
+                pauseMilliseconds = shortestPause
             }
             // Each stream writes its own frames: a frame shared between streams cost an
             // allocation, a lock and a copy for each event, more than writing it again for a
@@ -190,18 +201,14 @@ final class EventStreamBody: ResponseStream {
         return .bytes(written)
     }
 
-    /// A `skipped` event for the older request events `read` left out: how many, and their
-    /// first and last ids (the journal has them). It has no `id:`, so that a client that
+    /// A `skipped` event for the requests `read` left out (the journal has them: the gaps
+    /// in the `sequence` of the requests sent). It has no `id:`, so that a client that
     /// comes back goes on from the last event it was sent.
     private func writeSkipped(_ read: ServerEvents.LatestRead) {
         text.raw("event: skipped\ndata: ")
         text.beginObject()
         text.key("requests")
         text.unsigned(UInt64(read.skipped))
-        text.key("firstId")
-        text.unsigned(read.firstSkipped)
-        text.key("lastId")
-        text.unsigned(read.lastSkipped)
         text.endObject()
         text.raw("\n\n")
     }

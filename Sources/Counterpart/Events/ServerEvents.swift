@@ -40,13 +40,33 @@ public final class ServerEvents: Sendable {
     private let lastLeft = Atomic<Int>(0)
     /// `Configuration.requestEventGrace`, in ms.
     private let requestGraceMilliseconds: Int
+    /// `requests=all` readers and subscribers: while none listens (only `requests=latest`
+    /// streams, the live page's), a request is kept as an event at most
+    /// `latestRequestsPerSecond` (`takesRequestTurn`), and the others are only counted. Under
+    /// a flood, keeping every request in the backlog cost the server a few percent of its
+    /// CPU per request, to be left out by the stream after.
+    private let everyRequestListeners = Atomic<Int>(0)
+    /// The even spacing of request events at that rate, and how far ahead of the clock they
+    /// may run (a second's worth at once after a quiet second), in nanoseconds.
+    private let requestSpacing: Int
+    private let requestBurst: Int
+    /// When the next request event is due were they evenly spaced (`MonotonicClock`, ns):
+    /// one is kept when this is no more than `requestBurst` ahead of now (the generic cell
+    /// rate algorithm: one atomic, written only for the requests kept).
+    private let requestTurn = Atomic<Int>(0)
+    /// Requests left out of the backlog by the rate, all told: a `requests=latest` stream
+    /// counts those since it last read in its next `skipped` event.
+    private let requestsLeftOut = Atomic<Int>(0)
     private let transferIDs = Atomic<Int>(1)
     /// Downloads sent with sendfile, metered from their sockets.
     let sentFiles = SentFiles()
 
-    init(backlog: Int, requestGrace: Double = 60) {
+    init(backlog: Int, requestGrace: Double = 60, latestRequestsPerSecond: Int = 1_000) {
         self.backlog = max(backlog, 1)
         requestGraceMilliseconds = Int(max(0, min(requestGrace, 1e9)) * 1_000)
+        // One at least; at most a billion (one a nanosecond).
+        requestSpacing = 1_000_000_000 / min(max(latestRequestsPerSecond, 1), 1_000_000_000)
+        requestBurst = 1_000_000_000 - requestSpacing
         state = Mutex(State(capacity: max(backlog, 1)))
     }
 
@@ -57,8 +77,9 @@ public final class ServerEvents: Sendable {
     public var nextID: UInt64 { state.withLock { $0.nextID } }
 
     /// The events from now on (and, with `after`, those after that id the backlog still
-    /// holds), until the server stops. A subscriber that lets more than `backlog` events
-    /// pile up unread is dropped: its sequence ends.
+    /// holds: not the requests left out while only `requests=latest` streams listened), until
+    /// the server stops; every request, while it listens. A subscriber that lets more than
+    /// `backlog` events pile up unread is dropped: its sequence ends.
     public func subscribe(after: UInt64? = nil) -> AsyncStream<ServerEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: ServerEvent.self, bufferingPolicy: .bufferingOldest(backlog))
         let key = state.withLock { state -> Int? in
@@ -67,8 +88,7 @@ public final class ServerEvents: Sendable {
             let key = state.nextKey
             state.nextKey += 1
             state.subscribers[key] = continuation
-            listeners.add(1, ordering: .relaxed)
-            keepingRequests.store(true, ordering: .relaxed)
+            listenersCame(everyRequest: true)
             return key
         }
         guard let key else {
@@ -78,7 +98,7 @@ public final class ServerEvents: Sendable {
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             let removed = state.withLock { $0.subscribers.removeValue(forKey: key) != nil }
-            if removed { listenersLeft(1) }
+            if removed { listenersLeft(1, everyRequest: 1) }
         }
         return stream
     }
@@ -94,6 +114,10 @@ public final class ServerEvents: Sendable {
         // Acquiring: the last listener's `lastLeft` is seen with its leaving.
         if listeners.load(ordering: .acquiring) == 0, Self.milliseconds() - lastLeft.load(ordering: .relaxed) >= requestGraceMilliseconds {
             stopKeepingRequests()
+            return
+        }
+        if everyRequestListeners.load(ordering: .relaxed) == 0, !takesRequestTurn() {
+            requestsLeftOut.add(1, ordering: .relaxed)
             return
         }
         publish(.request(kept ?? RequestJournal.Kept(request: request, bytes: bytes)), bytes: bytes)
@@ -112,8 +136,31 @@ public final class ServerEvents: Sendable {
         _ = forgotten  // released here, outside the lock
     }
 
-    /// `count` listeners have gone.
-    private func listenersLeft(_ count: Int) {
+    /// Whether this request is kept as an event, at `latestRequestsPerSecond`: false while
+    /// the requests come faster. Lock-free, and a request left out writes nothing here.
+    private func takesRequestTurn() -> Bool {
+        let now = MonotonicClock.nanoseconds()
+        var turn = requestTurn.load(ordering: .relaxed)
+        while turn - now <= requestBurst {
+            let (exchanged, found) = requestTurn.compareExchange(expected: turn, desired: max(turn, now) + requestSpacing,
+                                                                 ordering: .relaxed)
+            if exchanged { return true }
+            turn = found
+        }
+        return false
+    }
+
+    /// A listener has come (under the lock, where `stopKeepingRequests` looks): requests are
+    /// kept as events from now on.
+    private func listenersCame(everyRequest: Bool) {
+        listeners.add(1, ordering: .relaxed)
+        if everyRequest { everyRequestListeners.add(1, ordering: .relaxed) }
+        keepingRequests.store(true, ordering: .relaxed)
+    }
+
+    /// `count` listeners have gone, `everyRequest` of which took every request.
+    private func listenersLeft(_ count: Int, everyRequest: Int) {
+        if everyRequest > 0 { everyRequestListeners.subtract(everyRequest, ordering: .relaxed) }
         lastLeft.store(Self.milliseconds(), ordering: .relaxed)
         listeners.subtract(count, ordering: .releasing)
     }
@@ -145,12 +192,13 @@ public final class ServerEvents: Sendable {
         }
         let (evicted, unsubscribed, wakers) = state.withLock { state -> (State.Evicted, [AsyncStream<ServerEvent>.Continuation], [Waker]) in
             guard !state.closed else { return (State.Evicted(), [], []) }
+            state.noteRequestsLeftOut(requestsLeftOut.load(ordering: .relaxed))
             return state.append(stored, bytes: bytes, changing: change, maxBytes: Self.backlogBytes)
         }
         _ = evicted  // released here, outside the lock
         for waker in wakers { waker.wake() }
         guard !unsubscribed.isEmpty else { return }
-        listenersLeft(unsubscribed.count)
+        listenersLeft(unsubscribed.count, everyRequest: unsubscribed.count)
         // Outside the lock: finishing calls the stream's onTermination, which takes it.
         for subscriber in unsubscribed { subscriber.finish() }
     }
@@ -170,21 +218,23 @@ public final class ServerEvents: Sendable {
     }
 
     /// A reader for an SSE stream on `socket`, after `lastEventID` when the backlog still
-    /// holds every event since; nil once the server is stopping.
-    func openReader(lastEventID: UInt64?, socket: Int32?) -> Opening? {
+    /// holds every event since (and no request was left out since: see
+    /// `everyRequestListeners`); nil once the server is stopping. `everyRequest`: a
+    /// `requests=all` stream, false for `requests=latest`.
+    func openReader(lastEventID: UInt64?, socket: Int32?, everyRequest: Bool = true) -> Opening? {
         state.withLock { state -> Opening? in
             guard !state.closed else { return nil }
             let key = state.nextKey
             state.nextKey += 1
             var cursor = state.nextID
             var resumed = false
-            if let lastEventID, lastEventID < state.nextID, lastEventID + 1 >= state.oldestID {
+            state.noteRequestsLeftOut(requestsLeftOut.load(ordering: .relaxed))
+            if let lastEventID, lastEventID < state.nextID, lastEventID + 1 >= state.oldestID, lastEventID >= state.lastGapID {
                 cursor = lastEventID + 1
                 resumed = true
             }
-            state.readers[key] = Reader(cursor: cursor, socket: socket)
-            listeners.add(1, ordering: .relaxed)
-            keepingRequests.store(true, ordering: .relaxed)
+            state.readers[key] = Reader(cursor: cursor, socket: socket, everyRequest: everyRequest, leftOutCounted: state.leftOutSeen)
+            listenersCame(everyRequest: everyRequest)
             return Opening(reader: key, resumed: resumed, transfers: state.transfers.values.sorted { $0.id < $1.id },
                            resumable: state.resumable.values.sorted { $0.upload < $1.upload }, lastID: cursor - 1)
         }
@@ -209,10 +259,9 @@ public final class ServerEvents: Sendable {
         var count = 0
         /// Request events taken.
         var requests = 0
-        /// Request events left out (the oldest of those read), and their first and last ids.
+        /// Requests left out: the oldest request events of those read, and the requests the
+        /// server did not keep as events since the stream last read.
         var skipped = 0
-        var firstSkipped: UInt64 = 0
-        var lastSkipped: UInt64 = 0
     }
 
     /// Like `read`, for a `?requests=latest` stream: appends every event after the reader's
@@ -224,8 +273,15 @@ public final class ServerEvents: Sendable {
     func readLatest(_ reader: Int, requests: Int, into slots: inout [Slot]) -> LatestRead? {
         state.withLock { state in
             guard let cursor = state.readers[reader]?.cursor, cursor != Reader.dropped, !state.closed else { return nil }
-            let read = state.latestSlots(from: cursor, requests: requests, into: &slots)
+            var read = state.latestSlots(from: cursor, requests: requests, into: &slots)
             state.readers[reader]?.cursor = cursor + UInt64(read.count)
+            // Read under the lock, as `append` does: the requests left out before the events
+            // read are all counted here, and none counted again at the next read.
+            state.noteRequestsLeftOut(requestsLeftOut.load(ordering: .relaxed))
+            if let counted = state.readers[reader]?.leftOutCounted, counted < state.leftOutSeen {
+                read.skipped += state.leftOutSeen - counted
+                state.readers[reader]?.leftOutCounted = state.leftOutSeen
+            }
             return read
         }
     }
@@ -246,12 +302,12 @@ public final class ServerEvents: Sendable {
     }
 
     func closeReader(_ reader: Int) {
-        let removed = state.withLock { state -> Bool in
-            guard let reader = state.readers.removeValue(forKey: reader) else { return false }
+        let removed = state.withLock { state -> Reader? in
+            guard let reader = state.readers.removeValue(forKey: reader) else { return nil }
             if reader.waker != nil { state.waiting -= 1 }
-            return true
+            return reader
         }
-        if removed { listenersLeft(1) }
+        if let removed { listenersLeft(1, everyRequest: removed.everyRequest ? 1 : 0) }
     }
 
     /// Ends every stream and subscription: the server is stopping.
@@ -263,6 +319,7 @@ public final class ServerEvents: Sendable {
             defer { state.subscribers.removeAll() }
             return Array(state.subscribers.values)
         }
+        everyRequestListeners.subtract(subscribers.count, ordering: .relaxed)
         listeners.subtract(subscribers.count, ordering: .relaxed)
         for subscriber in subscribers { subscriber.finish() }
     }
@@ -281,6 +338,10 @@ public final class ServerEvents: Sendable {
         /// The id of the next event it reads.
         var cursor: UInt64
         let socket: Int32?
+        /// A `requests=all` stream's (false: `requests=latest`).
+        let everyRequest: Bool
+        /// `State.leftOutSeen` when it last counted the requests left out.
+        var leftOutCounted: Int
         /// Set while its stream is suspended waiting for the next event.
         var waker: Waker?
 
@@ -318,6 +379,12 @@ public final class ServerEvents: Sendable {
         var transfers: [Int: ServerEvent.Transfer] = [:]
         var resumable: [String: ServerEvent.ResumableChange] = [:]
         var closed = false
+        /// `requestsLeftOut` as last read under the lock, and the id of the first event
+        /// after the requests left out then (`nextID` when that was read): a client that
+        /// comes back with an id from before it has missed requests the backlog does not
+        /// hold, and is not resumed.
+        var leftOutSeen = 0
+        var lastGapID: UInt64 = 0
 
         init(capacity: Int) {
             slots = Array(repeating: nil, count: capacity)
@@ -425,6 +492,14 @@ public final class ServerEvents: Sendable {
             return (evicted, unsubscribed, wakers)
         }
 
+        /// Notes `leftOut`, `requestsLeftOut` read now: when it has grown, the next event's id
+        /// is after a gap.
+        mutating func noteRequestsLeftOut(_ leftOut: Int) {
+            guard leftOut != leftOutSeen else { return }
+            leftOutSeen = leftOut
+            lastGapID = nextID
+        }
+
         /// Empties the backlog and skips an id (see `stopKeepingRequests`); returns the slots
         /// it held, for the caller to release outside the lock.
         mutating func forgetAll() -> [ServerEvent.Stored?] {
@@ -463,12 +538,9 @@ public final class ServerEvents: Sendable {
             var requests = 0
             for index in start..<count where isRequest[place(index)] { requests += 1 }
             var skipping = max(0, requests - allowed)
-            var read = LatestRead(count: count - start, requests: requests - skipping, skipped: skipping)
+            let read = LatestRead(count: count - start, requests: requests - skipping, skipped: skipping)
             for index in start..<count {
                 if skipping > 0, isRequest[place(index)] {
-                    let id = first + UInt64(index)
-                    if read.firstSkipped == 0 { read.firstSkipped = id }
-                    read.lastSkipped = id
                     skipping -= 1
                     continue
                 }

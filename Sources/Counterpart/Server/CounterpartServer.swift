@@ -51,7 +51,8 @@ public final class CounterpartServer: Sendable {
     /// Starts listening; returns once the server takes requests.
     public init(_ configuration: Configuration) throws(StartError) {
         self.configuration = configuration
-        let events = ServerEvents(backlog: configuration.eventBacklog, requestGrace: configuration.requestEventGrace)
+        let events = ServerEvents(backlog: configuration.eventBacklog, requestGrace: configuration.requestEventGrace,
+                                  latestRequestsPerSecond: configuration.latestRequestsPerSecond)
         self.events = events
         let root = try ServedFolder(path: configuration.root)
         let storage = try ServerStorage(configuration, uploadedFileHeaders: Self.uploadedFileHeaders)

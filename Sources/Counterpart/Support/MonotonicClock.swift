@@ -9,6 +9,13 @@ enum MonotonicClock {
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
+
+    /// `seconds()` in nanoseconds, as an integer (for a clock kept in an atomic).
+    static func nanoseconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return now.tv_sec * 1_000_000_000 + now.tv_nsec
+    }
 }
 
 extension Duration {

@@ -82,7 +82,7 @@ struct EventBacklogTests {
     }
 
     /// `?requests=latest` under a flood: every transfer event, the newest requests the
-    /// allowance covers, and the older ones counted with their first and last ids.
+    /// allowance covers, and the older ones counted.
     @Test func aLatestReadLeavesOutTheOlderRequestsAndKeepsTheRest() throws {
         let events = ServerEvents(backlog: 64)
         let reader = try #require(events.openReader(lastEventID: nil, socket: nil))
@@ -100,7 +100,6 @@ struct EventBacklogTests {
         let read = try #require(events.readLatest(reader.reader, requests: 3, into: &slots))
         let requests = kinds.filter(\.request).map(\.id)  // 8 of them: the 5 oldest left out
         #expect(read.count == 12 && read.requests == 3 && read.skipped == 5)
-        #expect(read.firstSkipped == requests[0] && read.lastSkipped == requests[4])
         let kept = kinds.filter { !$0.request || $0.id > requests[4] }.map(\.id)
         #expect(slots.map(\.id) == kept)
         // Nothing new: nothing read; then one more request, with the allowance to spare.
@@ -109,5 +108,46 @@ struct EventBacklogTests {
         events.requestFinished(Self.request("/last"), kept: nil, bytes: 100)
         let last = try #require(events.readLatest(reader.reader, requests: 3, into: &slots))
         #expect(last.requests == 1 && last.skipped == 0 && slots.count == 1)
+    }
+
+    /// While only `requests=latest` readers listen, requests are kept as events at the rate
+    /// (a second's worth at once) and the others counted at the next read; a `requests=all`
+    /// reader or a subscriber gets every one; an id from before requests were left out is
+    /// not resumed.
+    @Test func whileOnlyLatestReadersListenRequestsAreKeptAtTheRate() throws {
+        let events = ServerEvents(backlog: 64, latestRequestsPerSecond: 5)
+        let latest = try #require(events.openReader(lastEventID: nil, socket: nil, everyRequest: false))
+        let first = events.nextID
+        for index in 0..<12 { events.requestFinished(Self.request("/\(index)"), kept: nil, bytes: 100) }
+        #expect(events.nextID == first + 5, "a second's worth, at once")
+        events.transfer(Self.transfer(1))
+        #expect(events.nextID == first + 6, "other events are all kept")
+        var slots: [ServerEvents.Slot] = []
+        let read = try #require(events.readLatest(latest.reader, requests: 100, into: &slots))
+        #expect(read.count == 6 && read.requests == 5 && read.skipped == 7)
+        #expect(events.readLatest(latest.reader, requests: 100, into: &slots)?.skipped == 0, "counted once")
+
+        // Last-Event-ID: the 7 were left out between the 5th request and the transfer.
+        let missed = try #require(events.openReader(lastEventID: first + 4, socket: nil, everyRequest: false))
+        #expect(!missed.resumed)
+        let after = try #require(events.openReader(lastEventID: first + 5, socket: nil, everyRequest: false))
+        #expect(after.resumed)
+
+        // A reader of every request: every one is kept while it listens, and none after.
+        let all = try #require(events.openReader(lastEventID: nil, socket: nil))
+        for index in 0..<3 { events.requestFinished(Self.request("/all/\(index)"), kept: nil, bytes: 100) }
+        #expect(events.nextID == first + 9)
+        events.closeReader(all.reader)
+        events.requestFinished(Self.request("/left-out"), kept: nil, bytes: 100)
+        #expect(events.nextID == first + 9)
+        var subscribed: AsyncStream<ServerEvent>? = events.subscribe()
+        events.requestFinished(Self.request("/subscribed"), kept: nil, bytes: 100)
+        #expect(events.nextID == first + 10, "a subscriber gets every request")
+        subscribed = nil
+        _ = subscribed
+        events.requestFinished(Self.request("/left-out-again"), kept: nil, bytes: 100)
+        #expect(events.nextID == first + 10)
+        slots.removeAll()
+        #expect(events.readLatest(latest.reader, requests: 100, into: &slots)?.skipped == 2)
     }
 }
