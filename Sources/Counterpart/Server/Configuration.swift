@@ -102,6 +102,7 @@ public struct Configuration: Sendable {
     /// What `/__counterpart/events?requests=latest` (the live page's stream) sends of the
     /// request events at most, a second (and at once, after a quiet second): above it, the
     /// newest of each batch the stream reads and a `skipped` event that counts the others.
+    /// While only such streams listen, the server keeps no more requests as events than this.
     public var latestRequestsPerSecond = 1_000
 
     public static let defaultMaxUploadBytes: UInt64 = 10 << 30
