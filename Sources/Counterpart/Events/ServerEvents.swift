@@ -272,16 +272,15 @@ public final class ServerEvents: Sendable {
     /// held up the requests publishing.
     func readLatest(_ reader: Int, requests: Int, into slots: inout [Slot]) -> LatestRead? {
         state.withLock { state in
-            guard let cursor = state.readers[reader]?.cursor, cursor != Reader.dropped, !state.closed else { return nil }
-            var read = state.latestSlots(from: cursor, requests: requests, into: &slots)
-            state.readers[reader]?.cursor = cursor + UInt64(read.count)
+            guard var found = state.readers[reader], found.cursor != Reader.dropped, !state.closed else { return nil }
+            var read = state.latestSlots(from: found.cursor, requests: requests, into: &slots)
+            found.cursor += UInt64(read.count)
             // Read under the lock, as `append` does: the requests left out before the events
             // read are all counted here, and none counted again at the next read.
             state.noteRequestsLeftOut(requestsLeftOut.load(ordering: .relaxed))
-            if let counted = state.readers[reader]?.leftOutCounted, counted < state.leftOutSeen {
-                read.skipped += state.leftOutSeen - counted
-                state.readers[reader]?.leftOutCounted = state.leftOutSeen
-            }
+            read.skipped += state.leftOutSeen - found.leftOutCounted
+            found.leftOutCounted = state.leftOutSeen
+            state.readers[reader] = found
             return read
         }
     }
@@ -319,8 +318,7 @@ public final class ServerEvents: Sendable {
             defer { state.subscribers.removeAll() }
             return Array(state.subscribers.values)
         }
-        everyRequestListeners.subtract(subscribers.count, ordering: .relaxed)
-        listeners.subtract(subscribers.count, ordering: .relaxed)
+        if !subscribers.isEmpty { listenersLeft(subscribers.count, everyRequest: subscribers.count) }
         for subscriber in subscribers { subscriber.finish() }
     }
 
