@@ -88,11 +88,14 @@ struct BenchOptions {
                      against the twin, Wilcoxon's signed-rank test puts the chance of two of the same differing so
                      below 5 % (5 runs at least); =all reads ?requests=all instead (every request, as curl -N does);
                      =none attaches no reader: a control, two of the same
-          --keep-processes  with --events-reader, keep the reader's server and its twin for the whole run, as the
-                     bench did before it started them afresh each round (to reproduce earlier figures)
+          --keep-processes  keep every server for the whole run, as the bench did before it started the pairs of
+                     --events-reader and --baseline afresh each round (to reproduce earlier figures)
           --baseline PATH  another counterpart binary (e.g. a release build of an earlier commit): in server/small,
                      range-rate, upload, download and ranges, each Counterpart row is measured a second time from it,
-                     started with the same flags ("(baseline)" rows), and the ratios current / baseline are printed
+                     started with the same flags ("(baseline)" rows), the two started afresh before every round, each
+                     first in turn; round by round, this build is worse or better than the baseline only where
+                     Wilcoxon's signed-rank test puts the chance of two of the same differing so below 5 % (5 runs at
+                     least); this build's own binary as the baseline is the control, two of the same
 
         Sections marked "only when named" in --list run only with --only SUITE/SECTION
         (e.g. --only server/threads).
@@ -291,6 +294,29 @@ enum SignedRank {
         let atLeast = ways[observed...].reduce(0, +)
         return atLeast / pow(2, Double(nonzero.count))
     }
+}
+
+/// Two servers' figures compared round by round (each measured in every round, side by
+/// side): one's over the other's in each round, and how likely two of the same were to
+/// differ so by chance, each way.
+struct RoundByRound {
+    let ratios: Samples
+    /// The chance that two of the same differ so with the first worse (a lower rate, or more
+    /// CPU per unit of work), and with it better; nil with too few rounds.
+    let worseChance: Double?
+    let betterChance: Double?
+
+    /// nil unless every round of both was measured.
+    init?(_ over: Samples, _ under: Samples, higherIsBetter: Bool) {
+        guard over.values.count == under.values.count, !under.isEmpty else { return nil }
+        ratios = Samples(zip(over.values, under.values).map { $0 / $1 })
+        let worse = ratios.values.map { higherIsBetter ? -log($0) : log($0) }
+        worseChance = SignedRank.oneSidedChance(worse)
+        betterChance = SignedRank.oneSidedChance(worse.map { -$0 })
+    }
+
+    /// `0.98× [0.85–1.10]`: the median ratio and its range.
+    var text: String { "\(format(ratios.median, decimals: 2))× [\(format(ratios.min, decimals: 2))–\(format(ratios.max, decimals: 2))]" }
 }
 
 /// Keeps a value alive as far as the optimizer can tell.

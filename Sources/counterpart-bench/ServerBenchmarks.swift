@@ -108,12 +108,6 @@ enum ServerMeasure: CaseIterable {
         return lineup
     }
 
-    /// With `--baseline`: each Counterpart of the line-up over the same from the baseline
-    /// binary (current / baseline; below 1 is slower than the earlier build).
-    var baselineComparisons: [Comparison] {
-        baseLineup.compactMap { spec in spec.baselineTwin.map { Comparison(spec, .server($0)) } }
-    }
-
     private var baseLineup: [ServerSpec] {
         switch self {
         case .small, .rangeRate: [.counterpartDefault, .smallRequestMemory, .nginx(workers: "1"), .nginx(workers: "2"), .mhd]
@@ -159,6 +153,16 @@ enum ServerMeasure: CaseIterable {
         guard self == .small || self == .upload, case .counterpart(let threads, let sync, let memory, _, _, _) = plain else { return nil }
         return (plain, .counterpart(threads: threads, sync: sync, memory: memory, eventsReader: true),
                 .counterpart(threads: threads, sync: sync, memory: memory, twin: true))
+    }
+
+    /// The pairs compared round by round, started afresh before every round: with
+    /// `eventsReader`, the reader's server and its twin; with `baseline`, each Counterpart of
+    /// the line-up and the same from the baseline binary.
+    func roundByRoundPairs(eventsReader: Bool, baseline: Bool) -> [(ServerSpec, ServerSpec)] {
+        var pairs: [(ServerSpec, ServerSpec)] = []
+        if eventsReader, let (_, reader, twin) = readerComparison { pairs.append((reader, twin)) }
+        if baseline { pairs += baseLineup.compactMap { spec in spec.baselineTwin.map { (spec, $0) } } }
+        return pairs
     }
 
     /// The server's CPU time per unit of work, and the unit.
@@ -634,6 +638,7 @@ final class ServerBench {
         record(measure, servers: servers, results: results, dd: ddRates, context: context)
         compare(measure, servers: servers, results: results, dd: ddRates, fixture: fixture, context: context)
         if options.eventsReader { compareReader(measure, servers: servers, results: results, fixture: fixture, context: context) }
+        if baseline != nil { compareBaseline(measure, servers: servers, results: results, context: context) }
     }
 
     /// The figures of each server, for the JSON summary.
@@ -666,8 +671,7 @@ final class ServerBench {
             return (servers[index], results[index])
         }
         var lines: [String] = []
-        let baselineComparisons = context.options.baselinePath == nil ? [] : measure.baselineComparisons
-        for comparison in measure.comparisons + baselineComparisons {
+        for comparison in measure.comparisons {
             guard let (subject, subjectResult) = result(comparison.subject) else { continue }
             let peerLabel: String
             let peerFigure: Samples
@@ -728,7 +732,7 @@ final class ServerBench {
     /// noise. The noise is measured in the same run, not assumed: the twin (the same server
     /// again, no reader) is measured in every round as the reader's server is, at the other
     /// end of the order (`lineup`), so that both meet the machine alike, and both start afresh
-    /// before every round, each first in turn (`restartReaderPair`). Round by round, the
+    /// before every round, each first in turn (`restartPair`). Round by round, the
     /// reader's figure over the twin's is what the reader costs plus the noise; Wilcoxon's
     /// signed-rank test says how likely two of the same server were to differ that way by
     /// chance. Within the noise unless that is below 5 %. The ratios over Counterpart without
@@ -742,47 +746,72 @@ final class ServerBench {
         let section = "server/\(measure.key)"
         print("  An events reader's cost, round by round (each round's figures divided), median [min–max]:")
         let readerName = eventsReaderRequests == "none" ? "Counterpart in the reader's place (no reader)" : readerSpec.shortName
-        /// `over` divided by `under`, round by round; nil unless every round of both was measured.
-        func roundRatios(_ over: Samples, _ under: Samples) -> Samples? {
-            guard over.values.count == under.values.count, !under.isEmpty else { return nil }
-            return Samples(zip(over.values, under.values).map { $0 / $1 })
-        }
-        func text(_ ratios: Samples) -> String {
-            "\(format(ratios.median, decimals: 2))× [\(format(ratios.min, decimals: 2))–\(format(ratios.max, decimals: 2))]"
-        }
         for (what, unit, readerFigures, twinFigures, plainFigures, higherIsBetter) in [
             ("rate", measure.unit, reader.figure, twin.figure, plain.figure, true),
             ("server CPU", measure.cpuUnit, reader.cpu, twin.cpu, plain.cpu, false),
         ] {
-            guard let overPlain = roundRatios(readerFigures, plainFigures), let twinOverPlain = roundRatios(twinFigures, plainFigures),
-                  let overTwin = roundRatios(readerFigures, twinFigures) else {
+            guard let overPlain = RoundByRound(readerFigures, plainFigures, higherIsBetter: higherIsBetter),
+                  let twinOverPlain = RoundByRound(twinFigures, plainFigures, higherIsBetter: higherIsBetter),
+                  let overTwin = RoundByRound(readerFigures, twinFigures, higherIsBetter: higherIsBetter) else {
                 print("    \(unit): not every round was measured; no comparison")
                 continue
             }
-            print("    \(readerName) / \(plainSpec.shortName), \(unit): \(text(overPlain))")
-            print("    \(twinSpec.shortName) / \(plainSpec.shortName), \(unit): \(text(twinOverPlain))")
+            print("    \(readerName) / \(plainSpec.shortName), \(unit): \(overPlain.text)")
+            print("    \(twinSpec.shortName) / \(plainSpec.shortName), \(unit): \(twinOverPlain.text)")
             let name = "\(readerName) / \(twinSpec.shortName), \(unit), round by round"
             // Worse with the reader: a lower rate, or more CPU per unit of work.
-            let worse = overTwin.values.map { higherIsBetter ? -log($0) : log($0) }
-            guard let chance = SignedRank.oneSidedChance(worse) else {
-                print("    \(name): \(text(overTwin)); too few rounds to tell (at least \(SignedRank.fewestRounds): --runs)")
+            guard let chance = overTwin.worseChance else {
+                print("    \(name): \(overTwin.text); too few rounds to tell (at least \(SignedRank.fewestRounds): --runs)")
                 continue
             }
             let passes = chance >= SignedRank.significance
             let verdict = "\(what) with a reader within the noise (two of the same differ so by chance: p = \(format(chance, decimals: 3)); "
                 + "below \(format(SignedRank.significance, decimals: 2)) it is not noise)"
-            print("    \(name): \(text(overTwin))")
+            print("    \(name): \(overTwin.text)")
             print("    \(verdict): \(passes ? "PASS" : "BELOW")")
             context.record(RatioRecord(section: section, name: "\(readerName) / \(plainSpec.shortName), \(unit), round by round",
-                                       ratio: overPlain.median, target: nil, passes: nil))
+                                       ratio: overPlain.ratios.median, target: nil, passes: nil))
             context.record(RatioRecord(section: section, name: "\(twinSpec.shortName) / \(plainSpec.shortName), \(unit), round by round",
-                                       ratio: twinOverPlain.median, target: nil, passes: nil))
-            context.record(RatioRecord(section: section, name: name, ratio: overTwin.median,
+                                       ratio: twinOverPlain.ratios.median, target: nil, passes: nil))
+            context.record(RatioRecord(section: section, name: name, ratio: overTwin.ratios.median,
                                        target: "p ≥ \(format(SignedRank.significance, decimals: 2))", passes: passes))
             context.record(TargetCheck(
                 name: "\(shortTitle(measure, fixture: fixture)): \(what) with an events reader against its twin, within the noise "
                     + "(signed-rank p)",
                 measured: 100 * chance, target: 100 * SignedRank.significance, unit: "%", source: "issue; the twin in the same run"))
+        }
+    }
+
+    /// With `--baseline`: each Counterpart over the same from the baseline binary, round by
+    /// round, the two started afresh before every round, each first in turn (`restartPair`).
+    /// Worse or better than the baseline only where Wilcoxon's signed-rank test puts the
+    /// chance of two of the same differing so below 5 %; within the noise otherwise. Given
+    /// this build itself as the baseline, the run is a control: two of the same.
+    private func compareBaseline(_ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], context: BenchContext) {
+        func result(_ spec: ServerSpec) -> MeasureResult? { servers.firstIndex { $0.spec == spec }.map { results[$0] } }
+        let section = "server/\(measure.key)"
+        print("  Against the baseline build, round by round (each round's figures divided), median [min–max]:")
+        for (current, earlier) in measure.roundByRoundPairs(eventsReader: false, baseline: true) {
+            guard let currentResult = result(current), let earlierResult = result(earlier) else { continue }
+            for (unit, currentFigures, earlierFigures, higherIsBetter) in [
+                (measure.unit, currentResult.figure, earlierResult.figure, true),
+                (measure.cpuUnit, currentResult.cpu, earlierResult.cpu, false),
+            ] {
+                let name = "\(current.shortName) / \(earlier.shortName), \(unit), round by round"
+                guard let compared = RoundByRound(currentFigures, earlierFigures, higherIsBetter: higherIsBetter) else {
+                    print("    \(name): not every round was measured; no comparison")
+                    continue
+                }
+                context.record(RatioRecord(section: section, name: name, ratio: compared.ratios.median, target: nil, passes: nil))
+                guard let worse = compared.worseChance, let better = compared.betterChance else {
+                    print("    \(name): \(compared.text); too few rounds to tell (at least \(SignedRank.fewestRounds): --runs)")
+                    continue
+                }
+                let verdict = worse < SignedRank.significance ? "WORSE than the baseline"
+                    : better < SignedRank.significance ? "better than the baseline" : "within the noise"
+                print("    \(name): \(compared.text); two of the same differ so by chance, worse: p = \(format(worse, decimals: 3)), "
+                    + "better: p = \(format(better, decimals: 3)): \(verdict)")
+            }
         }
     }
 
@@ -921,12 +950,14 @@ final class ServerBench {
     ) -> [MeasureResult] {
         var results = servers.map { _ in MeasureResult() }
         for run in 0...options.runs {
-            if run > 0, options.eventsReader, !options.keepProcesses, let (reader, twin) = readerPair(measure, servers: servers),
-               results[reader].failure == nil, results[twin].failure == nil {
-                do {
-                    try restartReaderPair(reader: servers[reader], twin: servers[twin], round: run, measure: measure, fixture: fixture)
-                } catch {
-                    for index in [reader, twin] { results[index].failure = "restarting it for run \(run): \(error)" }
+            if run > 0, !options.keepProcesses {
+                for (first, second) in pairsStartedAfresh(measure, servers: servers, options: options)
+                where results[first].failure == nil && results[second].failure == nil {
+                    do {
+                        try restartPair(servers[first], servers[second], round: run, measure: measure, fixture: fixture)
+                    } catch {
+                        for index in [first, second] { results[index].failure = "restarting it for run \(run): \(error)" }
+                    }
                 }
             }
             let order = run % 2 == 0 ? Array(servers.indices) : servers.indices.reversed()
@@ -966,32 +997,36 @@ final class ServerBench {
         return results
     }
 
-    /// The places in `servers` of the reader's server and its twin, with `--events-reader`.
-    private func readerPair(_ measure: ServerMeasure, servers: [ServerUnderTest]) -> (reader: Int, twin: Int)? {
-        guard let (_, readerSpec, twinSpec) = measure.readerComparison,
-              let reader = servers.firstIndex(where: { $0.spec == readerSpec }),
-              let twin = servers.firstIndex(where: { $0.spec == twinSpec }) else { return nil }
-        return (reader, twin)
+    /// The places in `servers` of the pairs compared round by round: the events reader's
+    /// server and its twin (`--events-reader`), and each Counterpart and the same from the
+    /// baseline binary (`--baseline`).
+    private func pairsStartedAfresh(_ measure: ServerMeasure, servers: [ServerUnderTest], options: BenchOptions) -> [(Int, Int)] {
+        measure.roundByRoundPairs(eventsReader: options.eventsReader, baseline: baseline != nil).compactMap { first, second in
+            guard let first = servers.firstIndex(where: { $0.spec == first }),
+                  let second = servers.firstIndex(where: { $0.spec == second }) else { return nil }
+            return (first, second)
+        }
     }
 
-    /// Before each timed round with `--events-reader`, the reader's server and its twin
-    /// start afresh, each first in turn, and the reader attaches again: the two are compared
-    /// round by round, and a difference between two processes that lasts as long as they do
-    /// (where each one's memory and threads fell; which one started first) is then drawn
-    /// anew each round instead of weighing on every round alike.
-    private func restartReaderPair(reader: ServerUnderTest, twin: ServerUnderTest, round: Int, measure: ServerMeasure,
-                                   fixture: ServerFixture) throws {
-        for server in round % 2 == 0 ? [reader, twin] : [twin, reader] {
+    /// Before each timed round, the two of a pair compared round by round start afresh, each
+    /// first in turn, and a reader attaches again: a difference between two processes that
+    /// lasts as long as they do (where each one's memory and threads fell; which one started
+    /// first) is then drawn anew each round instead of weighing on every round alike.
+    private func restartPair(_ first: ServerUnderTest, _ second: ServerUnderTest, round: Int, measure: ServerMeasure,
+                             fixture: ServerFixture) throws {
+        let pair = [first, second]
+        for server in round % 2 == 0 ? pair : pair.reversed() {
             printError("  [server/\(measure.key)] \(server.label): starting afresh for run \(round)…")
             try server.restart()
         }
-        try attachEventsReader(reader)
-        for server in [reader, twin] {
+        for server in pair where server.spec.hasEventsReader { try attachEventsReader(server) }
+        for server in pair {
             try checkServes(server, fixture: fixture)
             // A fresh process's first requests fault its memory in: a second of them, as the
-            // warm-up round gives every server two (the upload row's 1 GiB dwarfs them).
-            if measure == .small {
-                _ = try wrkRate(server, path: "/" + ServerFixture.smallName, range: nil, fixture: fixture, seconds: 1)
+            // warm-up round gives every server two (the big files' rows dwarf them).
+            if measure.needsWrk {
+                let (path, range) = wrkTarget(measure, fixture: fixture)
+                _ = try wrkRate(server, path: path, range: range, fixture: fixture, seconds: 1)
             }
         }
     }
@@ -1012,14 +1047,18 @@ final class ServerBench {
         case .ranges:
             return RunFigure(value: try ranges(server, fixture: fixture),
                              work: Double(ServerFixture.rangeCount * ServerFixture.rangeLength))
-        case .rangeRate:
-            let name = fixture.hasBigFile ? ServerFixture.bigName : ServerFixture.smallName
-            return try wrkRate(server, path: "/" + name, range: "bytes=1000-1999", fixture: fixture,
-                               seconds: warmUp ? 2 : duration(options))
-        case .small:
-            return try wrkRate(server, path: "/" + ServerFixture.smallName, range: nil, fixture: fixture,
-                               seconds: warmUp ? 2 : duration(options))
+        case .rangeRate, .small:
+            let (path, range) = wrkTarget(measure, fixture: fixture)
+            return try wrkRate(server, path: path, range: range, fixture: fixture, seconds: warmUp ? 2 : duration(options))
         }
+    }
+
+    /// What wrk asks for in the rows it measures.
+    private func wrkTarget(_ measure: ServerMeasure, fixture: ServerFixture) -> (path: String, range: String?) {
+        if measure == .rangeRate {
+            return ("/" + (fixture.hasBigFile ? ServerFixture.bigName : ServerFixture.smallName), "bytes=1000-1999")
+        }
+        return ("/" + ServerFixture.smallName, nil)
     }
 
     /// curl's `-w` figures, split on spaces.

@@ -35,6 +35,8 @@ enum ServerSpec: Hashable {
 
     var isCounterpart: Bool { if case .counterpart = self { true } else { false } }
 
+    var hasEventsReader: Bool { if case .counterpart(_, _, _, true, _, _) = self { true } else { false } }
+
     /// The same Counterpart (same flags) run from the `--baseline` binary; nil for the other
     /// servers and for a Counterpart with an events reader.
     var baselineTwin: ServerSpec? {
