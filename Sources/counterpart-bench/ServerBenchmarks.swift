@@ -741,7 +741,7 @@ final class ServerBench {
         _ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], fixture: ServerFixture, context: BenchContext
     ) {
         guard let (plainSpec, readerSpec, twinSpec) = measure.readerComparison else { return }
-        func result(_ spec: ServerSpec) -> MeasureResult? { servers.firstIndex { $0.spec == spec }.map { results[$0] } }
+        let result = { (spec: ServerSpec) in Self.result(of: spec, servers: servers, results: results) }
         guard let plain = result(plainSpec), let reader = result(readerSpec), let twin = result(twinSpec) else { return }
         let section = "server/\(measure.key)"
         print("  An events reader's cost, round by round (each round's figures divided), median [min–max]:")
@@ -782,13 +782,18 @@ final class ServerBench {
         }
     }
 
+    /// The figures of `spec`'s server, from `results` (in the order of `servers`).
+    private static func result(of spec: ServerSpec, servers: [ServerUnderTest], results: [MeasureResult]) -> MeasureResult? {
+        servers.firstIndex { $0.spec == spec }.map { results[$0] }
+    }
+
     /// With `--baseline`: each Counterpart over the same from the baseline binary, round by
     /// round, the two started afresh before every round, each first in turn (`restartPair`).
     /// Worse or better than the baseline only where Wilcoxon's signed-rank test puts the
     /// chance of two of the same differing so below 5 %; within the noise otherwise. Given
     /// this build itself as the baseline, the run is a control: two of the same.
     private func compareBaseline(_ measure: ServerMeasure, servers: [ServerUnderTest], results: [MeasureResult], context: BenchContext) {
-        func result(_ spec: ServerSpec) -> MeasureResult? { servers.firstIndex { $0.spec == spec }.map { results[$0] } }
+        let result = { (spec: ServerSpec) in Self.result(of: spec, servers: servers, results: results) }
         let section = "server/\(measure.key)"
         print("  Against the baseline build, round by round (each round's figures divided), median [min–max]:")
         for (current, earlier) in measure.roundByRoundPairs(eventsReader: false, baseline: true) {
