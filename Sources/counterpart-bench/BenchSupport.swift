@@ -82,7 +82,8 @@ struct BenchOptions {
           --peers    the folder of the compiled C peers (default .build/bench/bin; make bench builds them
                      from bench/peers/*.c with gcc -O2 -lmicrohttpd)
           --events-reader[=…]  in server/small and server/upload, measure Counterpart a second time with a
-                     client reading GET /__counterpart/events?requests=latest all along (the live page's stream), and
+                     client reading GET /__counterpart/events?requests=latest all along (the live page's stream; the
+                     client is a process of its own, as a browser is: this program run again), and
                      a third time as its twin (the same again, no reader), in the same run, the two started afresh
                      before every round, each first in turn; the reader is within the noise unless, round by round
                      against the twin, Wilcoxon's signed-rank test puts the chance of two of the same differing so

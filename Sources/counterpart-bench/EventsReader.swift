@@ -1,6 +1,8 @@
 // A client that reads a Counterpart's `/__counterpart/events` all along, as the live page
-// does, for the rows measured "with an events reader". It reads on a thread of its own
-// and counts what it got; dropped, it comes back as a browser would.
+// does, for the rows measured "with an events reader". It is a process of its own, as a
+// browser or `curl -N` is: the bench itself re-run as `--events-reader-process PORT MODE`.
+// A thread of the bench's own (as it was until 2026-12-08) shared the bench's process with
+// its timing and could not be told apart from the server's cost.
 
 import Foundation
 import Synchronization
@@ -11,21 +13,173 @@ import Glibc
 import Musl
 #endif
 
+/// The bench's side: starts the reader's process and, once stopped, keeps what it read.
 final class EventsReader: Sendable {
-    private let bytes = Atomic<Int>(0)
-    private let events = Atomic<Int>(0)
-    /// Times the server dropped the stream (the reader fell behind its backlog).
-    private let drops = Atomic<Int>(0)
-    private let stopped = Atomic<Bool>(false)
-    private let port: UInt16
     /// `latest` (the live page's stream) or `all`.
     let requests: String
+    private let process: SessionProcess
+    private struct State {
+        /// The write end of the process's stdin: closed, it tells the process to stop.
+        var input: Int32
+        var counts: EventsReading.Counts?
+    }
+    private let state: Mutex<State>
+    private let output: Int32
+
+    static let processFlag = "--events-reader-process"
+
+    /// Returns once the stream has begun (its headers and snapshot), before the measuring does.
+    init(port: UInt16, requests: String) throws {
+        self.requests = requests
+        let input = try Self.pipe()
+        let output = try Self.pipe()
+        let spawned = Result { try SessionProcess(Self.executable(), [Self.processFlag, String(port), requests], input: input.read, output: output.write) }
+        // The child's ends are its own now: the bench keeps only the other two.
+        close(input.read)
+        close(output.write)
+        do {
+            process = try spawned.get()
+        } catch {
+            close(input.write)
+            close(output.read)
+            throw error
+        }
+        state = Mutex(State(input: input.write))
+        self.output = output.read
+        let first = Self.readLine(output.read, seconds: 10)
+        guard first == "started" else {
+            stop()
+            throw BenchFailure("the events reader's process did not begin reading port \(port): \(first ?? "no answer in 10 s")")
+        }
+    }
+
+    /// Ends the process (no more reconnecting: the server is about to stop) and keeps its
+    /// counts; again, nothing.
+    func stop() {
+        let input = state.withLock { state -> Int32 in
+            defer { state.input = -1 }
+            return state.input
+        }
+        guard input >= 0 else { return }
+        close(input)
+        let counts = Self.readLine(output, seconds: 10).flatMap(EventsReading.Counts.init(line:))
+        close(output)
+        if !waitForExit(process, seconds: 5) { kill(process.pid, SIGKILL); _ = waitForExit(process, seconds: 5) }
+        state.withLock { $0.counts = counts }
+    }
+
+    /// What `readers` (one server's, one after another, each stopped) read together.
+    static func summary(of readers: [EventsReader]) -> String {
+        guard let requests = readers.first?.requests else { return "no events reader" }
+        let counts = readers.map { $0.state.withLock { $0.counts } }
+        let lost = counts.filter { $0 == nil }.count
+        let known = counts.compactMap { $0 }
+        let megabytes = Double(known.reduce(0) { $0 + $1.bytes }) / 1e6
+        let events = known.reduce(0) { $0 + $1.events }
+        let dropped = known.reduce(0) { $0 + $1.drops }
+        return "the events reader\(readers.count > 1 ? "s" : "") (requests=\(requests), a process of \(readers.count > 1 ? "their" : "its") own"
+            + "\(readers.count > 1 ? ", one for each of the server's \(readers.count) processes" : ""))"
+            + " read \(events) events (\(String(format: "%.1f", megabytes)) MB)"
+            + (dropped == 0 ? ", never dropped" : "; dropped \(dropped) time\(dropped == 1 ? "" : "s") for falling behind the backlog, back each time 2 s later with Last-Event-ID")
+            + (lost == 0 ? "" : "; \(lost) of them did not report their counts")
+    }
+
+    private static func executable() throws -> String {
+        guard let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else {
+            throw BenchFailure("cannot find the bench's own executable (/proc/self/exe) to run the events reader")
+        }
+        return path
+    }
+
+    /// A pipe whose ends the children do not inherit (but for the one given as their stdin or stdout).
+    private static func pipe() throws -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        // pipe2 is a GNU extension Swift's Glibc does not import; the bench starts its
+        // children from this one thread, so no spawn comes between the two calls.
+        guard Glibc.pipe(&ends) == 0 else { throw BenchFailure("pipe: \(String(cString: strerror(errno)))") }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        return (ends[0], ends[1])
+    }
+
+    /// One line from `descriptor`, waiting up to `seconds` in all; nil at the end or the deadline.
+    private static func readLine(_ descriptor: Int32, seconds: Double) -> String? {
+        let deadline = monotonicNanoseconds() + UInt64(seconds * 1e9)
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while monotonicNanoseconds() < deadline {
+            var waiting = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let left = Int32((deadline - min(deadline, monotonicNanoseconds())) / 1_000_000)
+            guard poll(&waiting, 1, max(left, 1)) > 0 else { continue }
+            guard Glibc.read(descriptor, &byte, 1) == 1 else { return nil }
+            if byte == 0x0A { return String(decoding: line, as: UTF8.self) }
+            line.append(byte)
+        }
+        return nil
+    }
+}
+
+/// The reader's process: reads the stream on a thread while its stdin stays open; at its
+/// end, writes its counts as one line and exits.
+enum EventsReaderProcess {
+    static func run(_ arguments: [String]) -> Never {
+        guard arguments.count == 2, let port = UInt16(arguments[0]), ["latest", "all"].contains(arguments[1]) else {
+            print("usage: counterpart-bench \(EventsReader.processFlag) PORT latest|all")
+            exit(2)
+        }
+        let reading: EventsReading
+        do {
+            reading = try EventsReading(port: port, requests: arguments[1])
+        } catch {
+            print("\(error)")
+            exit(1)
+        }
+        print("started")
+        flushOutput()
+        var byte: UInt8 = 0
+        while Glibc.read(0, &byte, 1) > 0 {}
+        reading.stop()
+        print(reading.counts.line)
+        flushOutput()
+        exit(0)
+    }
+}
+
+/// Reads the stream on a thread of its own and counts what it got; dropped, it comes back
+/// as a browser would.
+final class EventsReading: Sendable {
+    struct Counts {
+        var events = 0
+        var bytes = 0
+        /// Times the server dropped the stream (the reader fell behind its backlog).
+        var drops = 0
+
+        var line: String { "\(events) \(bytes) \(drops)" }
+
+        init(events: Int, bytes: Int, drops: Int) {
+            self.events = events
+            self.bytes = bytes
+            self.drops = drops
+        }
+
+        init?(line: String) {
+            let numbers = line.split(separator: " ").compactMap { Int($0) }
+            guard numbers.count == 3 else { return nil }
+            self.init(events: numbers[0], bytes: numbers[1], drops: numbers[2])
+        }
+    }
+
+    private let bytes = Atomic<Int>(0)
+    private let events = Atomic<Int>(0)
+    private let drops = Atomic<Int>(0)
+    private let stopped = Atomic<Bool>(false)
+
+    var counts: Counts {
+        Counts(events: events.load(ordering: .relaxed), bytes: bytes.load(ordering: .relaxed), drops: drops.load(ordering: .relaxed))
+    }
 
     /// Waits `retry: 2000` after a drop and comes back with `Last-Event-ID`, as a browser's
-    /// EventSource does, until `stop()`.
+    /// EventSource does, until `stop()`. Returns once the first bytes came, or after 5 s.
     init(port: UInt16, requests: String) throws {
-        self.port = port
-        self.requests = requests
         let first = try Self.connect(port: port, requests: requests, lastEventID: nil)
         let thread = Thread { [self] in
             var socket = first
@@ -40,7 +194,6 @@ final class EventsReader: Sendable {
             }
         }
         thread.start()
-        // The stream has begun (its headers and snapshot) before the measuring does.
         let deadline = Date().addingTimeInterval(5)
         while bytes.load(ordering: .relaxed) == 0, Date() < deadline { usleep(10_000) }
     }
@@ -82,17 +235,6 @@ final class EventsReader: Sendable {
 
     /// No more reconnecting: the server is about to stop.
     func stop() { stopped.store(true, ordering: .relaxed) }
-
-    /// What `readers` (one server's, one after another) read together.
-    static func summary(of readers: [EventsReader]) -> String {
-        guard let requests = readers.first?.requests else { return "no events reader" }
-        let megabytes = Double(readers.reduce(0) { $0 + $1.bytes.load(ordering: .relaxed) }) / 1e6
-        let events = readers.reduce(0) { $0 + $1.events.load(ordering: .relaxed) }
-        let dropped = readers.reduce(0) { $0 + $1.drops.load(ordering: .relaxed) }
-        return "the events reader\(readers.count > 1 ? "s" : "") (requests=\(requests)\(readers.count > 1 ? ", one for each of the server's \(readers.count) processes" : ""))"
-            + " read \(events) events (\(String(format: "%.1f", megabytes)) MB)"
-            + (dropped == 0 ? ", never dropped" : "; dropped \(dropped) time\(dropped == 1 ? "" : "s") for falling behind the backlog, back each time 2 s later with Last-Event-ID")
-    }
 }
 
 /// The lines of an SSE stream as they arrive in pieces: counts the events (each ends with an

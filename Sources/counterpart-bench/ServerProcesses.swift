@@ -255,13 +255,18 @@ final class SessionProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var exitStatus: Int32?
 
-    /// Runs `executable` with `arguments`; its stdout goes to `output` (nil: /dev/null), its
-    /// stderr to the file at `errorPath` (nil: /dev/null), its stdin is /dev/null.
-    init(_ executable: String, _ arguments: [String], output: Int32? = nil, errorPath: String? = nil) throws {
+    /// Runs `executable` with `arguments`; its stdin comes from `input` (nil: /dev/null), its
+    /// stdout goes to `output` (nil: /dev/null), its stderr to the file at `errorPath` (nil:
+    /// /dev/null).
+    init(_ executable: String, _ arguments: [String], input: Int32? = nil, output: Int32? = nil, errorPath: String? = nil) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let input {
+            posix_spawn_file_actions_adddup2(&actions, input, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         if let output {
             posix_spawn_file_actions_adddup2(&actions, output, 1)
         } else {

@@ -18,6 +18,10 @@ let suites: [BenchmarkSuite] = [
     ServerBenchmarks.suite,
 ]
 
+if CommandLine.arguments.dropFirst().first == EventsReader.processFlag {
+    EventsReaderProcess.run(Array(CommandLine.arguments.dropFirst(2)))
+}
+
 let (options, listOnly) = BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
 
 if listOnly {
