@@ -22,7 +22,9 @@ let package = Package(
         .systemLibrary(name: "CCrypt", pkgConfig: "libxcrypt", providers: [.apt(["libcrypt-dev"])]),
         // libcurl's easy interface with non-variadic setopt/getinfo wrappers, for the S3 client
         // (Storage/S3/CurlTransfer.swift is its only importer): its built-in AWS SigV4 signs.
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]),
+        // Loaded with dlopen by the first S3 store, not linked: only curl's headers
+        // (libcurl4-openssl-dev) are needed to build, and libcurl4 only to use an S3 store.
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl", .when(platforms: [.linux]))]),
         // The server: the libmicrohttpd adapter (the only importer of CMicroHTTPD) and the endpoints.
         .target(name: "Counterpart", dependencies: ["HTTPTransfer", "CMicroHTTPD", "CGnuTLS", "CLinux", "CCrypt", "CCurl"]),
         .executableTarget(name: "counterpart", dependencies: ["Counterpart"]),

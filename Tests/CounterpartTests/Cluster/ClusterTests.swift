@@ -219,6 +219,15 @@ struct ClusterTests {
         #expect(result.output.contains("3000000"), "\(result.output)")
     }
 
+    /// A node on an S3 store has libcurl loaded (a server on a local folder does not:
+    /// CommandTests).
+    @Test func aNodeOnTheObjectStoreHasLoadedLibcurl() throws {
+        _ = try stored(testBytes(count: 1_000, seed: 51), as: "cluster-libcurl.bin")
+        let pid = try #require(cluster.pid(ofNode: 0))
+        let maps = try mappedFiles(of: pid)
+        #expect(maps.contains("/libcurl.so"))  // libcurl.so.4 resolved: libcurl.so.4.8.0 on Debian 12
+    }
+
     /// Stores `data` as `name` through the front; its URL.
     private func stored(_ data: Data, as name: String) throws -> String {
         let path = try temporaryFile(name, data)

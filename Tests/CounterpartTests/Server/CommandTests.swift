@@ -44,6 +44,14 @@ final class CommandRun {
     }
 }
 
+/// The files process `pid` has mapped (/proc/PID/maps), read to its end: /proc's files say
+/// they are empty, and a read by their size stops short.
+func mappedFiles(of pid: Int32) throws -> String {
+    let file = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(pid)/maps"))
+    defer { try? file.close() }
+    return String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self)
+}
+
 /// A folder for the command to run in, its `public/` holding `files` (name: text).
 func makeFolder(serving files: [String: String] = [:]) throws -> URL {
     let folder = try makeTemporaryFolder("command")
@@ -85,6 +93,23 @@ struct CommandTests {
         let result = run.waitForExit()
         #expect(result.status == 0)
         #expect(!result.stderr.contains("/missing"))
+    }
+
+    /// libcurl (and OpenSSL, Kerberos, LDAP… under it) is loaded by the first S3 store only:
+    /// a server on a local folder never maps it (the cluster's nodes do, ClusterTests).
+    @Test func aServerOnALocalFolderDoesNotLoadLibcurl() throws {
+        let folder = try makeFolder(serving: ["hi.txt": "hi"])
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try CommandRun(["--port", "0", "--quiet"], in: folder)
+        let base = String(run.firstLine().dropFirst("listening on ".count))
+        #expect(try curl([base + "/hi.txt"]).text == "hi")
+        #expect(try curl(["-F", "f=@\(folder.appendingPathComponent("public/hi.txt").path)", base + "/upload"]).status == 200)
+        let maps = try mappedFiles(of: run.process.processIdentifier)
+        #expect(maps.contains("libmicrohttpd") && maps.contains("[stack]"), "the maps were not read whole: \(maps.suffix(300))")
+        #expect(!maps.contains("libcurl"))
+        #expect(!maps.contains("libssl"))
+        run.process.terminate()
+        #expect(run.waitForExit().status == 0)
     }
 
     @Test(arguments: [

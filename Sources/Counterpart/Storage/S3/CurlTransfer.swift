@@ -73,11 +73,9 @@ final class CurlHandlePool: Sendable {
     /// A transfer that moves less than one byte a second for this long is abandoned.
     private let stallSeconds: Int
 
-    /// curl_global_init before the first handle, once per process.
-    private static let initialised: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
-
+    /// libcurl is loaded (and curl_global_init run) by the first pool, once per process.
     init(signing: CurlSigning, stallSeconds: Int) throws(S3Error) {
-        guard Self.initialised else { throw .transport("libcurl could not be initialised (curl_global_init)") }
+        if let failure = ccurl_load() { throw .transport("libcurl could not be loaded: \(String(cString: failure))") }
         self.signing = signing
         self.stallSeconds = stallSeconds
     }
@@ -110,12 +108,12 @@ final class CurlHandle: @unchecked Sendable {
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
 
     init() throws(S3Error) {
-        guard let handle = curl_easy_init() else { throw .transport("libcurl could not make a handle (curl_easy_init)") }
+        guard let handle = ccurl_easy_init() else { throw .transport("libcurl could not make a handle (curl_easy_init)") }
         self.handle = handle
     }
 
     deinit {
-        curl_easy_cleanup(handle)
+        ccurl_easy_cleanup(handle)
         errorBuffer.deallocate()
     }
 
@@ -123,20 +121,20 @@ final class CurlHandle: @unchecked Sendable {
     func perform(_ request: CurlRequest, signing: CurlSigning, stallSeconds: Int,
                  head: ((CurlResponse) -> Void)?, sink: ((UnsafeRawBufferPointer) throws -> Void)?) throws -> (CurlResponse, Int) {
         // reset keeps the handle's live connections; only the options go.
-        curl_easy_reset(handle)
+        ccurl_easy_reset(handle)
         let exchange = Exchange(handle: handle, body: request.body ?? .empty)
         var headerList: UnsafeMutablePointer<curl_slist>? = nil
         // Curl signs the headers it is given, x-amz-content-sha256 among them; 7.88 does not
         // add that one itself, and S3 refuses a request without it. The payload is not hashed:
         // a body streams through once.
         for line in ["x-amz-content-sha256: UNSIGNED-PAYLOAD"] + request.headers {
-            guard let appended = curl_slist_append(headerList, line) else {
-                curl_slist_free_all(headerList)
+            guard let appended = ccurl_slist_append(headerList, line) else {
+                ccurl_slist_free_all(headerList)
                 throw S3Error.transport("libcurl could not append a header")
             }
             headerList = appended
         }
-        defer { curl_slist_free_all(headerList) }
+        defer { ccurl_slist_free_all(headerList) }
 
         errorBuffer[0] = 0
         var code = CURLE_OK
@@ -194,17 +192,17 @@ final class CurlHandle: @unchecked Sendable {
             if code == CURLE_OK { code = ccurl_setopt_seek_function(handle, curlSeek) }
             set(CURLOPT_SEEKDATA, pointer: context)
         }
-        guard code == CURLE_OK else { throw S3Error.transport("libcurl refused an option: \(String(cString: curl_easy_strerror(code)))") }
+        guard code == CURLE_OK else { throw S3Error.transport("libcurl refused an option: \(String(cString: ccurl_easy_strerror(code)))") }
 
         exchange.sink = sink
         exchange.head = head
-        let result = curl_easy_perform(handle)
+        let result = ccurl_easy_perform(handle)
         exchange.sink = nil
         exchange.head = nil
         if let error = exchange.sinkError { throw error }
         if let error = exchange.readError { throw error }
         guard result == CURLE_OK else {
-            let detail = errorBuffer[0] != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(result))
+            let detail = errorBuffer[0] != 0 ? String(cString: errorBuffer) : String(cString: ccurl_easy_strerror(result))
             throw S3Error.transport("\(request.method.rawValue) \(request.url): \(detail)")
         }
         var status = 0
