@@ -1,6 +1,6 @@
 // libcurl's easy interface for the S3 client (Storage/S3/CurlTransfer.swift, its only user),
 // loaded with dlopen when the first S3 store opens rather than linked: libcurl and the
-// libraries it brings (OpenSSL, Kerberos, LDAP, SSH, RTMP and more) held some 3.4 MiB of
+// libraries it brings (OpenSSL, Kerberos, LDAP, SSH, RTMP and more) held about 3 MiB of
 // every Counterpart process once mapped, a server on a local folder included, which never
 // uses them. `curl_easy_setopt` and `curl_easy_getinfo` are variadic, which Swift cannot
 // call: each argument type has its own function here.
