@@ -148,24 +148,12 @@ enum EventsReaderProcess {
 /// as a browser would.
 final class EventsReading: Sendable {
     struct Counts {
-        var events = 0
-        var bytes = 0
+        let events: Int
+        let bytes: Int
         /// Times the server dropped the stream (the reader fell behind its backlog).
-        var drops = 0
+        let drops: Int
 
         var line: String { "\(events) \(bytes) \(drops)" }
-
-        init(events: Int, bytes: Int, drops: Int) {
-            self.events = events
-            self.bytes = bytes
-            self.drops = drops
-        }
-
-        init?(line: String) {
-            let numbers = line.split(separator: " ").compactMap { Int($0) }
-            guard numbers.count == 3 else { return nil }
-            self.init(events: numbers[0], bytes: numbers[1], drops: numbers[2])
-        }
     }
 
     private let bytes = Atomic<Int>(0)
@@ -235,6 +223,15 @@ final class EventsReading: Sendable {
 
     /// No more reconnecting: the server is about to stop.
     func stop() { stopped.store(true, ordering: .relaxed) }
+}
+
+extension EventsReading.Counts {
+    /// The process's last line (`line`) read back; nil for anything else.
+    init?(line: String) {
+        let numbers = line.split(separator: " ").compactMap { Int($0) }
+        guard numbers.count == 3 else { return nil }
+        self.init(events: numbers[0], bytes: numbers[1], drops: numbers[2])
+    }
 }
 
 /// The lines of an SSE stream as they arrive in pieces: counts the events (each ends with an
